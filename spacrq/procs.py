@@ -1,0 +1,180 @@
+"""Starting, finding and stopping the processes that do the night's work.
+
+Every runner spacrq starts — a queue runner, a job, a block worker, an
+experiment — gets its own process group, so that stopping it stops whatever it
+started too, and none of them is a child the window must wait for: closing the
+window never stops the night.
+
+A process is remembered as a :class:`ProcessRef` (pid *and* start time):
+a pid alone is reused by the system after a reboot or a long night, and a
+stale pid that now belongs to somebody's editor must never be signalled.
+
+Stopping is an escalation, never a first move: :func:`stop_group` sends
+SIGTERM to the whole group, waits a grace period, then SIGKILLs what is left.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import psutil
+
+__all__ = ["ProcessRef", "spawn_detached", "stop_group", "is_alive", "DEFAULT_GRACE"]
+
+#: Seconds between SIGTERM and SIGKILL.
+DEFAULT_GRACE = 10.0
+
+
+@dataclass(frozen=True)
+class ProcessRef:
+    """A process as it can be found again: pid plus its start time."""
+
+    pid: int
+    started: float = 0.0
+
+    @classmethod
+    def of(cls, pid: int) -> "ProcessRef":
+        try:
+            return cls(pid, psutil.Process(pid).create_time())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return cls(pid, 0.0)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any] | None) -> "ProcessRef | None":
+        if not isinstance(doc, Mapping):
+            return None
+        try:
+            return cls(int(doc["pid"]), float(doc.get("started") or 0.0))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "started": self.started}
+
+    def alive(self) -> bool:
+        return is_alive(self.pid, self.started)
+
+
+def is_alive(pid: int | None, started: float | None = None) -> bool:
+    """True when ``pid`` runs and (if ``started`` is given) is the same process.
+
+    A zombie counts as gone: it has finished, nobody reaped it yet.
+    """
+    if not pid or pid <= 0:
+        return False
+    try:
+        proc = psutil.Process(int(pid))
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if started and abs(proc.create_time() - float(started)) > 1.0:
+            return False
+        return True
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = None,
+                   cwd: str | os.PathLike | None = None,
+                   env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start ``argv`` in a new session (its own process group), no shell.
+
+    stdin is closed, stdout and stderr go to ``log_path`` (appended) or are
+    discarded.  The caller may drop the returned handle: the process does not
+    depend on the caller staying alive.
+    """
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a list of arguments, never a shell string")
+    out: Any = subprocess.DEVNULL
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        out = open(log_path, "ab")
+    try:
+        return subprocess.Popen(
+            [str(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(cwd) if cwd else None,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        if out is not subprocess.DEVNULL:
+            out.close()
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc)
+        except (ProcessLookupError, PermissionError, OSError):
+            continue
+    return members
+
+
+def stop_group(pid: int, grace: float = DEFAULT_GRACE, *, started: float | None = None,
+               popen: subprocess.Popen | None = None) -> str:
+    """Stop the process group led by ``pid``: SIGTERM, ``grace`` seconds, SIGKILL.
+
+    :returns: ``"gone"`` (nothing to stop), ``"terminated"`` (it left on
+        SIGTERM) or ``"killed"`` (it had to be SIGKILLed).
+    """
+    if not is_alive(pid, started):
+        if popen is not None:
+            popen.poll()
+        return "gone"
+    try:
+        pgid = os.getpgid(pid)
+    except (ProcessLookupError, OSError):
+        return "gone"
+    own = pgid == os.getpgid(0)
+    members = [psutil.Process(pid)] if own else _group_members(pgid)
+
+    def signal_all(sig: int) -> None:
+        if own:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+            return
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    signal_all(signal.SIGTERM)
+    deadline = time.monotonic() + max(0.0, grace)
+    while time.monotonic() < deadline:
+        if popen is not None:
+            popen.poll()
+        _, alive = psutil.wait_procs(members, timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+        members = alive
+        if not members:
+            return "terminated"
+    signal_all(signal.SIGKILL)
+    for proc in members:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(members, timeout=5)
+    if popen is not None:
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    return "killed"
+
+
+def python_executable() -> str:
+    """The interpreter spacrq runs in (a frozen build has none to offer)."""
+    return sys.executable

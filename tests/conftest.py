@@ -1,0 +1,54 @@
+"""Test-wide rules: offscreen Qt, and no test leaves a child process behind."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SPACRQ_GRACE", "2")
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes():
+    """Fail a test that leaves a child process running (and clean it up)."""
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    leftovers = [p for p in me.children(recursive=True) if p.pid not in before]
+    if not leftovers:
+        return
+    gone, alive = psutil.wait_procs(leftovers, timeout=5)
+    alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    if alive:
+        names = []
+        for p in alive:
+            try:
+                names.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+            except psutil.Error:
+                names.append(str(p.pid))
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+        pytest.fail("test left child processes running: " + "; ".join(names))
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """An empty, initialised workspace (no demo content)."""
+    from spacrq.workspace import open_workspace
+    ws, notes = open_workspace(tmp_path / "ws", demo=False)
+    assert notes == []
+    return ws
+
+
+@pytest.fixture
+def python_exe():
+    return sys.executable
