@@ -5,7 +5,7 @@ headless commands a scientist scripts with::
 
     spacrq queue  add | validate | plan | run | status | stop | resume
     spacrq blockwise run SPEC
-    spacrq report [PATH] [--json]
+    spacrq report [PATH] [--json] [--task ID]
     spacrq exp    manifest | list | create | run | pause | continue | stop | abort | resume | note | status
     spacrq gui    [--workspace DIR]
 
@@ -30,6 +30,7 @@ EXIT_USAGE = 2
 GROUPS = (
     "spacrq.queue.cli",
     "spacrq.blockwise.cli",
+    "spacrq.blockwise.report_cli",
     "spacrq.experiments.cli",
 )
 

@@ -252,29 +252,30 @@ class TextTail:
         self.path = Path(self.path)
 
     def read(self) -> tuple[str, bool]:
-        """``(new text, restarted)``; ``restarted`` means drop what you had."""
+        """``(new text, restarted)``; ``restarted`` means drop what you had.
+
+        The first read, a replaced or truncated file, and a writer that got
+        more than ``max_chunk`` ahead all restart the view at the tail end.
+        """
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             restarted = self.offset > 0
-            self.offset = -1
-            self._inode = None
+            self.offset, self._inode = -1, None
             return "", restarted
         restarted = False
         if self.offset < 0 or st.st_ino != self._inode or st.st_size < self.offset:
-            restarted = self.offset >= 0
             self.offset = max(0, st.st_size - self.max_initial)
-            skipped_head = self.offset > 0
-            restarted = True if skipped_head else restarted
-        self._inode = st.st_ino
-        if st.st_size == self.offset:
-            return "", restarted
-        prefix = ""
-        if st.st_size - self.offset > self.max_chunk:
-            skipped = st.st_size - self.max_chunk - self.offset
-            self.offset = st.st_size - self.max_chunk
-            prefix = f"\n[… {skipped:,} bytes of log skipped; open the file to read them …]\n"
             restarted = True
+        self._inode = st.st_ino
+        prefix = ""
+        behind = st.st_size - self.offset
+        if behind > self.max_chunk:
+            self.offset = st.st_size - self.max_chunk
+            prefix = f"[… {behind - self.max_chunk:,} bytes of log skipped; open the file to read them …]\n"
+            restarted = True
+        if st.st_size == self.offset:
+            return prefix, restarted
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
             chunk = handle.read(st.st_size - self.offset)

@@ -1,0 +1,72 @@
+"""Process control: detached starts, identity by start time, SIGTERM → grace → SIGKILL."""
+from __future__ import annotations
+
+import sys
+import time
+
+import psutil
+import pytest
+
+from spacrq.procs import ProcessRef, is_alive, spawn_detached, stop_group
+
+
+def _wait(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_spawn_detached_runs_in_its_own_session_and_logs(tmp_path):
+    log = tmp_path / "out.log"
+    proc = spawn_detached([sys.executable, "-c", "import os; print('sid', os.getsid(0))"], log_path=log)
+    assert proc.wait(timeout=20) == 0
+    text = log.read_text()
+    assert f"sid {proc.pid}" in text  # the child leads its own session
+
+
+def test_spawn_refuses_a_shell_string():
+    with pytest.raises(TypeError, match="never a shell string"):
+        spawn_detached("echo hi; rm -rf /")
+
+
+def test_process_ref_tells_a_reused_pid_from_the_original(tmp_path):
+    proc = spawn_detached([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ref = ProcessRef.of(proc.pid)
+        assert ref.alive()
+        assert not ProcessRef(proc.pid, ref.started - 1000).alive()  # same pid, other process
+        assert ProcessRef.from_dict(ref.to_dict()) == ref
+        assert ProcessRef.from_dict({"pid": "x"}) is None
+    finally:
+        assert stop_group(proc.pid, grace=2, popen=proc) == "terminated"
+    assert not ref.alive()
+
+
+def test_stop_group_escalates_to_kill_for_a_process_ignoring_sigterm(tmp_path):
+    ready = tmp_path / "ready"
+    code = (
+        "import signal, time, pathlib, subprocess, sys\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+        f"pathlib.Path({str(ready)!r}).write_text(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    proc = spawn_detached([sys.executable, "-c", code])
+    assert _wait(lambda: ready.exists() and ready.read_text())
+    grandchild = int(ready.read_text())
+    started = time.monotonic()
+    assert stop_group(proc.pid, grace=0.5, popen=proc) == "killed"
+    assert time.monotonic() - started < 8
+    assert not is_alive(proc.pid)
+    assert _wait(lambda: not is_alive(grandchild))  # the whole group went
+
+
+def test_stop_group_on_a_finished_process_says_gone():
+    proc = spawn_detached([sys.executable, "-c", "pass"])
+    proc.wait(timeout=20)
+    assert stop_group(proc.pid, grace=1, popen=proc) == "gone"
+    assert not is_alive(None) and not is_alive(-5)
