@@ -5,7 +5,7 @@ headless commands a scientist scripts with::
 
     spacrq queue  add | validate | plan | run | status | stop | resume
     spacrq blockwise run SPEC
-    spacrq report [PATH] [--json] [--task ID]
+    spacrq report [PATH] [--json] [--task ID] [--block B] [--history]
     spacrq exp    manifest | list | create | run | pause | continue | stop | abort | resume | note | status
     spacrq gui    [--workspace DIR]
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -85,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("spacrq: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `spacrq … | head` closed the pipe: not an error worth a traceback
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
 
 
 if __name__ == "__main__":

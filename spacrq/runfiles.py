@@ -142,11 +142,15 @@ def append_jsonl(path: str | os.PathLike, record: Mapping[str, Any] | Any, *,
     line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
     data = line.encode("utf-8")
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     except FileNotFoundError:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        # A line torn by a crash must not swallow this one: start on a fresh line.
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         os.write(fd, data)
         if durable:
             os.fsync(fd)

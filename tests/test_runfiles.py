@@ -165,3 +165,14 @@ def test_text_tail_bounds_what_it_reads_from_a_huge_log(tmp_path):
         f.write(b"y" * 1_000_000)
     text, restarted = tail.read()
     assert restarted and "bytes of log skipped" in text and len(text) < 300_000
+
+
+def test_an_append_after_a_torn_line_starts_on_a_fresh_line(tmp_path):
+    path = tmp_path / "j.jsonl"
+    runfiles.append_jsonl(path, {"n": 1})
+    with open(path, "a") as f:
+        f.write('{"n": 2, "torn')  # the writer died mid-line
+    runfiles.append_jsonl(path, {"n": 3})
+    tail = JsonlTail(path)
+    assert tail.read() == [{"n": 1}, {"n": 3}]
+    assert tail.bad_lines == 1
