@@ -27,6 +27,7 @@ Nothing here imports Qt; the GUI's pollers call the same functions.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -220,14 +221,35 @@ class JsonlTail:
         return data[: cut + 1]
 
     def read(self, max_bytes: int | None = None) -> list[Any]:
-        """The records completed since the last call, in file order."""
+        """The records completed since the last call, in file order.
+
+        The first read of a ten-hour run can be 100 000 lines: they are parsed
+        in one ``json.loads`` of ``[line,line,…]`` (several times faster than a
+        call per line, with the collector paused over the fresh dicts).  A
+        batch holding a garbled line falls back to line by line, so one bad
+        line still costs only itself.
+        """
+        data = self.read_bytes(max_bytes)
+        if not data:
+            return []
+        lines = [ln for ln in data.split(b"\n") if ln.strip()]
+        pause_gc = gc.isenabled() and len(lines) > 1000
+        if pause_gc:
+            gc.disable()
+        try:
+            parsed = json.loads(b"[" + b",".join(lines) + b"]")
+            if len(parsed) == len(lines):
+                return parsed
+        except (ValueError, UnicodeDecodeError):
+            pass
+        finally:
+            if pause_gc:
+                gc.enable()
         out: list[Any] = []
-        for raw in self.read_bytes(max_bytes).splitlines():
-            if not raw.strip():
-                continue
+        for raw in lines:
             try:
                 out.append(json.loads(raw))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError):
                 self.bad_lines += 1
         return out
 

@@ -13,6 +13,7 @@ modules never imports a heavy pipeline.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol
@@ -120,7 +121,10 @@ def load_target(target: str) -> Any:
     return obj
 
 
+@functools.lru_cache(maxsize=1)
 def _entry_points() -> dict[str, str]:
+    """Installed ``spacrq.modules`` entry points, scanned once per process
+    (``_entry_points.cache_clear()`` rescans after an install)."""
     from importlib.metadata import entry_points
     found: dict[str, str] = {}
     try:

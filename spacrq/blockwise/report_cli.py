@@ -1,0 +1,230 @@
+"""``spacrq report [PATH] [--json] [--task ID] [--block B] [--history]``: the run report, headless.
+
+PATH may be a ``runs.jsonl`` (its last run), a tracking store (its latest
+run, rebuilt from the store's arrays), or a folder holding stores or task
+log folders — by default the workspace's ``runs/`` folder.  The morning
+question is "what ran overnight", so a folder shows every task in it at once.
+
+Bad input — a missing path, a file that holds no report, an unknown task or
+block — is one sentence naming the fix, exit 2.  A torn last line in
+``runs.jsonl`` (a run cut off while writing its report) is not bad input:
+the runs before it are shown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from spacrq.blockwise.report import (
+    RUNS_FILE,
+    ReportError,
+    RunReport,
+    RunsTail,
+    TaskReport,
+    is_tracking_store,
+    read_runs,
+    render_history,
+    report_from_store,
+    runs_file,
+)
+
+
+def register(subparsers) -> None:
+    """Add ``report`` to the ``spacrq`` command."""
+    p = subparsers.add_parser(
+        "report", help="print the Resource Utilization panel of blockwise runs",
+        description="Print the run report of a runs.jsonl, a tracking store, or every "
+                    "task in a folder of stores (default: the workspace's runs/ folder).")
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="a runs.jsonl, a tracking store folder, or a folder holding them")
+    p.add_argument("--json", action="store_true",
+                   help="print the reports as JSON ({task_id: report}) instead of the panel")
+    p.add_argument("--task", metavar="ID", help="only this task")
+    p.add_argument("--block", metavar="B",
+                   help="print one block's tracking-store record: a spatial id (17) or a grid "
+                        "coordinate (1,2); needs --task when PATH holds several tasks")
+    p.add_argument("--history", action="store_true",
+                   help="one row per run of each task (every line of its runs.jsonl), oldest first")
+    p.add_argument("--max-workers", type=int, default=10, metavar="N",
+                   help="rows of the per-worker table (default 10)")
+    p.add_argument("--workspace", metavar="DIR",
+                   help="workspace folder (default: $SPACRQ_WORKSPACE or ~/spacrq-workspace)")
+    p.set_defaults(handler=run_report)
+
+
+def _fail(message: str):
+    from spacrq.cli import CliError  # the top-level command turns this into exit 2
+    raise CliError(message)
+
+
+def _default_path(workspace: str | None) -> Path:
+    from spacrq.workspace import default_path
+    root = Path(workspace).expanduser() if workspace else default_path()
+    runs = root / "runs"
+    if not runs.is_dir():
+        _fail(f"there is no runs folder at {runs}; pass a runs.jsonl or tracking store as PATH, "
+              "or name the workspace with --workspace")
+    return runs
+
+
+def _from_runs_file(path: Path, notes: list[str]) -> TaskReport | None:
+    tail = RunsTail(path)
+    runs = tail.read()
+    if tail.bad_lines:
+        notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped")
+    if _ends_torn(path):
+        notes.append(f"the last line of {path} is cut off (a run stopped while writing its "
+                     "report); the runs before it are shown")
+    return runs[-1] if runs else None
+
+
+def _ends_torn(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, 2)
+            return handle.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def collect(path: Path, notes: list[str],
+            sources: dict[str, Path] | None = None) -> dict[str, TaskReport]:
+    """Every task report PATH holds, keyed by task id (by folder name when ids collide).
+
+    ``sources``, when given, is filled with each task's ``runs.jsonl`` (for ``--history``).
+    """
+    sources = {} if sources is None else sources
+    if path.is_file():
+        report = _from_runs_file(path, notes)
+        if report is None:
+            _fail(f"{path} holds no run report; pass a runs.jsonl written by a blockwise run, "
+                  "a tracking store, or a folder of them")
+        sources[report.task_id] = path
+        return {report.task_id: report}
+    if is_tracking_store(path):
+        report = report_from_store(path)
+        sources[report.task_id] = runs_file(path)
+        return {report.task_id: report}
+    if (path / "workspace.json").is_file() and (path / "runs").is_dir():
+        path = path / "runs"  # a workspace named as PATH: its runs are what is meant
+    found: dict[str, TaskReport] = {}
+    candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir())
+    for folder in candidates:
+        try:
+            if folder != path and is_tracking_store(folder):
+                report = report_from_store(folder)
+            elif (folder / RUNS_FILE).is_file():
+                report = _from_runs_file(folder / RUNS_FILE, notes)
+            else:
+                continue
+        except ReportError as exc:  # one broken store must not hide the others
+            notes.append(str(exc))
+            continue
+        if report is not None:
+            key = report.task_id if report.task_id not in found else f"{report.task_id} ({folder.name})"
+            found[key] = report
+            sources[key] = runs_file(folder)
+    return found
+
+
+def _history_text(tasks: dict[str, TaskReport], sources: dict[str, Path]) -> str:
+    """Every run of every task, one row a run, from each task's runs.jsonl."""
+    parts = []
+    for key in sorted(tasks):
+        runs = read_runs(sources[key]) if key in sources else []
+        parts.append(render_history(runs) if runs else
+                     f"  {key}  no finished run yet (its report line is written when a run ends)")
+    return "\n\n".join(parts) if parts else "No blockwise runs here yet."
+
+
+def _parse_block(text: str):
+    parts = [p.strip() for p in text.strip("()[] ").split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        _fail(f"--block {text!r} is neither a spatial id nor a grid coordinate; give e.g. 17 or 1,2")
+    if not values:
+        _fail("--block needs a spatial id or a grid coordinate, e.g. 17 or 1,2")
+    return values[0] if len(values) == 1 and "," not in text else tuple(values)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser() if args.path else _default_path(args.workspace)
+    if not path.exists():
+        _fail(f"{path} does not exist; pass a runs.jsonl, a tracking store or a folder of them")
+    if args.max_workers < 0:
+        _fail("--max-workers must be 0 or more")
+    notes: list[str] = []
+    sources: dict[str, Path] = {}
+    try:
+        tasks = collect(path, notes, sources)
+    except ReportError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{path} cannot be read ({exc.strerror or exc}); check its permissions")
+    if args.task is not None:
+        if args.task not in tasks:
+            known = ", ".join(sorted(tasks)) or "none"
+            _fail(f"there is no task {args.task!r} in {path}; the tasks there are: {known}")
+        tasks = {args.task: tasks[args.task]}
+    for note in notes:
+        print(f"spacrq: note: {note}", file=sys.stderr)
+    if args.block is not None:
+        text = _block_text(args, tasks, path)
+    elif args.history:
+        if args.json:
+            text = json.dumps({key: [r.to_dict() for r in read_runs(sources[key])]
+                               for key in sorted(tasks) if key in sources}, indent=2)
+        else:
+            text = _history_text(tasks, sources)
+    else:
+        text = _report_text(args, tasks, path)
+    return _emit(text)
+
+
+def _report_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Path) -> str:
+    run = RunReport(tasks)
+    if args.json:
+        return run.to_json(indent=2)
+    if not tasks:
+        return f"No blockwise runs in {path} yet."
+    parts = []
+    panel = run.render(max_workers=args.max_workers)
+    if panel:
+        parts.append(panel)
+    untimed = [t for tid, t in sorted(tasks.items()) if tid not in run.timed]
+    if untimed:
+        parts.append("Nothing was measured for (a serial run without resource tracking):\n"
+                     + "\n".join("  " + t.headline() for t in untimed))
+    return "\n\n".join(parts)
+
+
+def _block_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Path) -> str:
+    if len(tasks) != 1:
+        known = ", ".join(sorted(tasks)) or "none"
+        _fail(f"--block needs one task but {path} holds {len(tasks)} ({known}); add --task ID")
+    report = next(iter(tasks.values()))
+    which = _parse_block(args.block)
+    try:
+        record = report.block(which)
+    except ReportError as exc:
+        _fail(str(exc))
+    return json.dumps(record.to_dict(), indent=2) if args.json else record.describe()
+
+
+def _emit(text: str) -> int:
+    """Print the answer; a reader that stops early (``| head``) is not an error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet too
+        os.close(devnull)
+    return 0

@@ -1,0 +1,167 @@
+"""Just enough zarr v3 to keep a tracking store, without importing zarr.
+
+The scheduler must be quick off the mark: importing the zarr library costs
+the better part of a second (more on a busy machine) and every chunk write
+goes through its async machinery.  The tracking store needs only a tiny,
+fixed corner of the format — regular chunk grid, C order, ``bytes`` then
+``gzip`` codecs, ``/``-separated chunk keys — so it is written here directly.
+The files are ordinary zarr v3: the zarr library, the Run Report pane and any
+other reader open them as usual.  A store written by the zarr library with
+other codecs is read through the library instead (:func:`read_array` falls
+back to it).
+
+Chunk files are replaced atomically (temp file, fsync, ``os.replace``), so a
+crash leaves each chunk old or new, never torn.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["create_group", "read_group_attrs", "create_array", "array_meta", "read_array",
+           "write_chunk", "ZarrFormatError", "LEVEL"]
+
+LEVEL = 1  # gzip level: tracking arrays compress well even at the fastest setting
+
+
+class ZarrFormatError(ValueError):
+    """The folder is not a zarr v3 node this module can read."""
+
+
+def _fill_json(dtype: np.dtype, fill: Any) -> Any:
+    if dtype.kind == "b":
+        return bool(fill)
+    if dtype.kind == "f":
+        return "NaN" if math.isnan(fill) else float(fill)
+    return int(fill)
+
+
+def _fill_value(dtype: np.dtype, doc: Any) -> Any:
+    if isinstance(doc, str):
+        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[doc]
+    return np.asarray(doc).astype(dtype)
+
+
+def _write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode())
+
+
+def create_group(path: Path, attributes: dict) -> None:
+    _write_json(Path(path) / "zarr.json", {"zarr_format": 3, "node_type": "group",
+                                           "attributes": attributes})
+
+
+def read_group_attrs(path: Path) -> dict:
+    doc = _read_meta(Path(path))
+    if doc.get("node_type") != "group":
+        raise ZarrFormatError(f"{path} is a zarr {doc.get('node_type')}, not a group")
+    attrs = doc.get("attributes")
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        doc = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ZarrFormatError(f"{path / 'zarr.json'} cannot be read ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("zarr_format") != 3:
+        raise ZarrFormatError(f"{path / 'zarr.json'} is not zarr v3 metadata")
+    return doc
+
+
+def create_array(path: Path, shape, chunks, dtype: str, fill: Any) -> None:
+    dt = np.dtype(dtype)
+    bytes_codec: dict[str, Any] = {"name": "bytes"}
+    if dt.itemsize > 1:
+        bytes_codec["configuration"] = {"endian": "little"}
+    _write_json(Path(path) / "zarr.json", {
+        "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": dt.name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": _fill_json(dt, fill),
+        "codecs": [bytes_codec, {"name": "gzip", "configuration": {"level": LEVEL}}],
+        "attributes": {}, "storage_transformers": [],
+    })
+
+
+def array_meta(path: Path) -> dict:
+    doc = _read_meta(Path(path))
+    if doc.get("node_type") != "array":
+        raise ZarrFormatError(f"{path} is not a zarr array")
+    return doc
+
+
+def _own_codecs(doc: dict) -> bool:
+    names = [c.get("name") for c in doc.get("codecs", [])]
+    endian = (doc["codecs"][0].get("configuration") or {}).get("endian", "little") if names else None
+    return (names in (["bytes"], ["bytes", "gzip"]) and endian == "little"
+            and doc.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/") == "/"
+            and doc.get("chunk_key_encoding", {}).get("name") == "default")
+
+
+def read_array(path: Path) -> np.ndarray:
+    """The whole array; chunks never written read as the fill value."""
+    path = Path(path)
+    doc = array_meta(path)
+    if not _own_codecs(doc):
+        import zarr  # written by someone else: let the library decode it
+        return np.asarray(zarr.open_array(str(path), mode="r")[...])
+    dtype = np.dtype(doc["data_type"]).newbyteorder("<")
+    shape = tuple(doc["shape"])
+    chunks = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
+    gz = len(doc["codecs"]) > 1
+    out = np.full(shape, _fill_value(dtype, doc.get("fill_value")), dtype=dtype)
+    counts = [-(-n // c) for n, c in zip(shape, chunks)]
+    for index in np.ndindex(*counts):
+        chunk_path = path.joinpath("c", *map(str, index))
+        try:
+            raw = chunk_path.read_bytes()
+        except FileNotFoundError:
+            continue
+        try:
+            data = zlib.decompress(raw, 31) if gz else raw
+            block = np.frombuffer(data, dtype=dtype).reshape(chunks)
+        except (zlib.error, ValueError) as exc:
+            raise ZarrFormatError(f"chunk {chunk_path} is damaged ({exc})") from None
+        sel = tuple(slice(i * c, min(n, (i + 1) * c)) for i, c, n in zip(index, chunks, shape))
+        out[sel] = block[tuple(slice(0, s.stop - s.start) for s in sel)]
+    return out.astype(dtype.newbyteorder("="), copy=False)
+
+
+def write_chunk(path: Path, index, data: np.ndarray, chunks, fill: Any) -> None:
+    """Write one chunk (``data`` is the in-bounds part; edges are padded with ``fill``)."""
+    if tuple(data.shape) != tuple(chunks):
+        full = np.full(chunks, fill, dtype=data.dtype)
+        full[tuple(slice(0, s) for s in data.shape)] = data
+        data = full
+    raw = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).tobytes()
+    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
+    payload = compressor.compress(raw) + compressor.flush()
+    target = Path(path).joinpath("c", *map(str, index))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write_bytes(target, payload)

@@ -1,0 +1,341 @@
+"""``spacrq exp``: declare, start, drive and read experiment runs without the window.
+
+::
+
+    spacrq exp declare NAME MODULE [--python P] [--cwd DIR] [--run-root DIR] [--env K=V]
+    spacrq exp manifest NAME [--json]
+    spacrq exp list [NAME]
+    spacrq exp create NAME RUN_ID [--config FILE] [--set KEY=VALUE ...]
+    spacrq exp run NAME [RUN_ID] [--config FILE] [--set KEY=VALUE ...] [--wait]
+    spacrq exp pause | continue | stop | abort NAME RUN_ID [--reason TEXT]
+    spacrq exp resume NAME [RUN_ID] [--wait]
+    spacrq exp note NAME RUN_ID TEXT [--by WHO]
+    spacrq exp status NAME [RUN_ID] [--json]
+
+Bad input is one sentence naming the fix, exit 2.  ``run --wait`` and
+``resume --wait`` exit 0 only when the run's journal says completed.
+"""
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from spacrq import experiments as ex
+from spacrq.experiments.errors import ExperimentError
+
+
+def _fail(message: str):
+    from spacrq.cli import CliError
+    raise CliError(message)
+
+
+def _root(args) -> Path:
+    from spacrq.workspace import default_path
+    return Path(args.workspace).expanduser() if args.workspace else default_path()
+
+
+def _spec(args) -> ex.ExperimentSpec:
+    return ex.find_experiment(_root(args), args.name)
+
+
+def _run_dir(args, run_id: str | None, *, must_exist: bool = True) -> Path:
+    spec = _spec(args)
+    if run_id is None:
+        found = ex.latest(spec.run_root)
+        if found is None:
+            _fail(f"experiment {spec.name!r} has no runs yet; start one with 'spacrq exp run "
+                  f"{spec.name}'")
+        return found
+    path = Path(spec.run_root) / ex.check_run_id(run_id)
+    if must_exist and ex.find_run(spec.run_root, run_id) is None:
+        _fail(f"experiment {spec.name!r} has no run {run_id!r}; see 'spacrq exp list {spec.name}'")
+    return path
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
+    config: dict[str, Any] | None = None
+    if args.config:
+        path = Path(args.config).expanduser()
+        if not path.is_file():
+            _fail(f"configuration file {path} does not exist; correct --config")
+        text = path.read_text(encoding="utf-8")
+        try:
+            config = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            try:
+                import yaml
+                config = yaml.safe_load(text) or {}
+            except Exception:
+                _fail(f"{path} is neither JSON nor YAML; fix the file")
+        if not isinstance(config, dict):
+            _fail(f"{path} must hold a mapping of settings")
+    if args.set:
+        manifest = ex.read_manifest(spec)
+        known = {key for key, _ in ex.fields_of(manifest)}
+        config = dict(config or {})
+        for item in args.set:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                _fail(f"--set {item!r} must be KEY=VALUE, like --set points=20")
+            if known and key not in known:
+                _fail(f"{key!r} is not a setting of {spec.name}; it takes "
+                      f"{', '.join(sorted(known))}")
+            group, dot, name = key.rpartition(".")
+            target = config.setdefault(group, {}) if dot else config
+            if not isinstance(target, dict):
+                _fail(f"{group!r} is a value in the configuration, not a group; fix --set {item}")
+            target[name] = _value(raw)
+    return config
+
+
+def _print_status(status: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(status, indent=2, default=str))
+        return
+    total = status.get("total") or "?"
+    print(f"{status['run_id']}: {status['state']}  {status['completed']}/{total} steps"
+          + (f", {status['failed']} failed attempts" if status.get("failed") else ""))
+    for key in ("started", "ended"):
+        if status.get(key):
+            print(f"  {key}: {status[key]}")
+    for key in ("reason", "error", "problem", "control_problem"):
+        if status.get(key):
+            print(f"  {key}: {status[key]}")
+    if status.get("in_flight"):
+        print(f"  step in flight: {status['in_flight'].get('step_id')}")
+    progress = status.get("progress") or {}
+    if progress.get("eta_s") is not None:
+        print(f"  {progress['fraction']:.0%} done, about {_duration(progress['eta_s'])} left "
+              f"({progress['step_s']:.2f} s a step)")
+    for note in status.get("notes") or []:
+        print(f"  note by {note['by']} at {note['at']}: {note['text']}")
+    for line in status.get("reports") or []:
+        print(f"  report: {line}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def _wait(run_dir: Path) -> int:
+    final = ex.wait_for(run_dir, ("completed", "canceled", "aborted", "failed", "interrupted"),
+                        timeout=float("inf"), poll=0.25)
+    _print_status(ex.status_of(run_dir), False)
+    return 0 if final["state"] == "completed" else 1
+
+
+def cmd_declare(args) -> int:
+    env = {}
+    for item in args.env or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--env {item!r} must be NAME=value")
+        env[key.strip()] = value
+    from spacrq.experiments.declarations import check_name
+    name = check_name(args.name)
+    root = _root(args)
+    folder = root / "experiments" / name
+    spec = ex.ExperimentSpec(name, args.module, args.python or sys.executable,
+                             str(Path(args.cwd).expanduser().resolve()) if args.cwd else str(folder),
+                             env, str(Path(args.run_root).expanduser().resolve())
+                             if args.run_root else str(folder / "runs"))
+    if not args.cwd:  # the default checkout is the workspace's folder for it
+        Path(spec.cwd).mkdir(parents=True, exist_ok=True)
+    ex.declare_experiment(root, spec)
+    print(f"declared {name}: python -m {spec.module} (runs in {spec.run_root})")
+    return 0
+
+
+def cmd_manifest(args) -> int:
+    manifest = ex.read_manifest(_spec(args))
+    if args.json:
+        print(json.dumps(manifest, indent=2, default=str))
+        return 0
+    print(f"{manifest.get('title') or args.name}  (python -m {manifest.get('module')})")
+    for key, field in ex.fields_of(manifest):
+        unit = f" {field['unit']}" if field.get("unit") else ""
+        bounds = ""
+        if field.get("min_value") is not None or field.get("max_value") is not None:
+            bounds = f"  [{field.get('min_value', '')} .. {field.get('max_value', '')}]"
+        options = f"  one of {field['options']}" if field.get("options") else ""
+        print(f"  {key} ({field.get('dtype')}) = {field.get('default')}{unit}{bounds}{options}"
+              + (f"  — {field['description']}" if field.get("description") else ""))
+    return 0
+
+
+def cmd_list(args) -> int:
+    if not args.name:
+        specs = ex.load_experiments(_root(args))
+        if not specs:
+            print("no experiments declared; add one with 'spacrq exp declare NAME MODULE'")
+        for spec in specs:
+            print(f"{spec.name}: python -m {spec.module}  ({len(ex.runs_of(spec.run_root))} runs)")
+        return 0
+    spec = _spec(args)
+    for run_dir in ex.runs_of(spec.run_root):
+        status = ex.status_of(run_dir)
+        print(f"{run_dir.name}  {status['state']}  {status['completed']}/{status.get('total') or '?'}")
+    return 0
+
+
+def cmd_create(args) -> int:
+    spec = _spec(args)
+    config = _config(args, spec)
+    run_dir = Path(spec.run_root) / ex.check_run_id(args.run_id)
+    ex.create_run(run_dir, ex.config_text_of(config) if config is not None else None,
+                  experiment=spec.name, module=spec.module, config=args.config or "")
+    print(f"created run {run_dir.name} in {spec.run_root}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    spec = _spec(args)
+    config = _config(args, spec)
+    run_id = args.run_id if args.run_id is not None else ex.new_run_id(spec.name)
+    launched = ex.start_run(spec, run_id, config, config_source=args.config or "")
+    print(f"started run {run_id} (pid {launched.ref.pid}, log {launched.log})")
+    return _wait(launched.run_dir) if args.wait else 0
+
+
+def cmd_resume(args) -> int:
+    spec = _spec(args)
+    run_id = args.run_id if args.run_id is not None else ex.resumable(spec.run_root)
+    if run_id is None:
+        _fail(f"experiment {spec.name!r} has no run to resume; every run completed or none "
+              "started")
+    launched = ex.resume_run(spec, run_id)
+    if launched is None:
+        print(f"run {run_id} was paused; asked it to continue")
+    else:
+        print(f"resumed run {run_id} (pid {launched.ref.pid}, log {launched.log})")
+    return _wait(Path(spec.run_root) / run_id) if args.wait else 0
+
+
+def _live_run(args) -> Path:
+    run_dir = _run_dir(args, args.run_id)
+    state = ex.status_of(run_dir)["state"]
+    if state not in ("running", "paused", "stopping"):
+        _fail(f"run {run_dir.name!r} is {state}, not running; there is nothing to {args.exp_command}")
+    return run_dir
+
+
+def cmd_pause(args) -> int:
+    ex.pause_run(_live_run(args))
+    print("asked the run to pause before its next step")
+    return 0
+
+
+def cmd_continue(args) -> int:
+    ex.continue_run(_live_run(args))
+    print("asked the run to continue")
+    return 0
+
+
+def cmd_stop(args) -> int:
+    ex.stop_run(_live_run(args), args.reason or "")
+    print("asked the run to stop after the step in flight")
+    return 0
+
+
+def cmd_abort(args) -> int:
+    status = ex.abort_run(_live_run(args), args.reason or "")
+    how = f" (its process group was {status['escalated']})" if status.get("escalated") else ""
+    print(f"run {status['run_id']} is {status['state']}{how}")
+    return 0
+
+
+def cmd_note(args) -> int:
+    run_dir = _run_dir(args, args.run_id)
+    ex.add_note(run_dir, args.text, by=args.by or getpass.getuser())
+    print(f"noted on run {run_dir.name}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    run_dir = _run_dir(args, args.run_id)
+    status = ex.RunWatch(run_dir).refresh()
+    doc = {**status["status"], "progress": status["progress"], "notes": ex.notes_of(run_dir)}
+    _print_status(doc, args.json)
+    return 0
+
+
+def _guarded(fn):
+    def handler(args) -> int:
+        try:
+            return fn(args)
+        except ExperimentError as exc:
+            _fail(str(exc))
+    return handler
+
+
+def register(subparsers) -> None:
+    """Add ``exp`` and its subcommands to the ``spacrq`` command."""
+    exp = subparsers.add_parser("exp", help="declare, run, drive and read experiments",
+                                description="Experiments: step-by-step modules run into run "
+                                            "directories, stopped and resumed.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", metavar="DIR",
+                        help="workspace folder (default: $SPACRQ_WORKSPACE or ~/spacrq-workspace)")
+    sub = exp.add_subparsers(dest="exp_command", metavar="COMMAND")
+
+    def add(name: str, fn, help_text: str, run_id: str | None = None):
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.add_argument("name", metavar="NAME", help="the declared experiment")
+        if run_id == "required":
+            p.add_argument("run_id", metavar="RUN_ID")
+        elif run_id == "optional":
+            p.add_argument("run_id", metavar="RUN_ID", nargs="?")
+        p.set_defaults(handler=_guarded(fn))
+        return p
+
+    p = add("declare", cmd_declare, "declare an experiment in the workspace")
+    p.add_argument("module", metavar="MODULE", help="run as 'python -m MODULE'")
+    p.add_argument("--python", help="its interpreter (default: spacrq's)")
+    p.add_argument("--cwd", help="its checkout (default: the workspace's experiment folder)")
+    p.add_argument("--run-root", help="where its runs go")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a variable it gets")
+    p = add("manifest", cmd_manifest, "print what the module takes")
+    p.add_argument("--json", action="store_true", help="the manifest as JSON")
+    p = sub.add_parser("list", parents=[common], help="the declared experiments, or one's runs")
+    p.add_argument("name", metavar="NAME", nargs="?")
+    p.set_defaults(handler=_guarded(cmd_list))
+    for name, fn, text in (("create", cmd_create, "name and configure a run without starting it"),
+                           ("run", cmd_run, "start a run, detached")):
+        p = add(name, fn, text, "required" if name == "create" else "optional")
+        p.add_argument("--config", metavar="FILE", help="the run's configuration (JSON or YAML)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="one setting (group.name for a grouped one); repeatable")
+        if name == "run":
+            p.add_argument("--wait", action="store_true", help="wait; exit 0 only if it completed")
+    p = add("resume", cmd_resume, "continue a run from its last committed step", "optional")
+    p.add_argument("--wait", action="store_true", help="wait; exit 0 only if it completed")
+    add("pause", cmd_pause, "hold the run before its next step", "required")
+    add("continue", cmd_continue, "let a paused run go on", "required")
+    for name, fn, text in (("stop", cmd_stop, "stop the run after the step in flight"),
+                           ("abort", cmd_abort, "stop the run now, interrupting its step")):
+        p = add(name, fn, text, "required")
+        p.add_argument("--reason", help="why, journaled with the stop")
+    p = add("note", cmd_note, "add a note to a run", "required")
+    p.add_argument("text", metavar="TEXT")
+    p.add_argument("--by", help="who writes it (default: the login name)")
+    p = add("status", cmd_status, "what a run is doing (default: the newest)", "optional")
+    p.add_argument("--json", action="store_true", help="the full status as JSON")
+    def usage(args) -> int:
+        exp.print_help()
+        return 2
+
+    exp.set_defaults(handler=usage)

@@ -1,0 +1,290 @@
+"""``spacrq queue …``: build, check, run, watch and stop a queue from a terminal.
+
+Every command answers bad input with one sentence naming the fix on stderr
+and exit code 2, and overwrites nothing on the way out.  ``run`` and
+``resume`` exit 0 when every job completed (nothing failed, skipped, partial
+or left unrun) and 1 otherwise; ``validate`` exits 1 when it found errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from spacrq.cli import CliError
+from spacrq.problems import format_problems
+from spacrq.queue.engine import _UNSET
+from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
+                                QueueError, fmt_duration)
+from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
+from spacrq.queue.settings import SettingsError, split_override
+from spacrq.queue.store import load_queue, logs_dir, save_queue
+from spacrq.queue.validate import plan, validate_queue
+
+
+def _load(path: str) -> Queue:
+    try:
+        return load_queue(path)
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _refuse_if_running(path: str, doing: str) -> None:
+    state = runner_state(path)
+    if state and state.get("alive"):
+        raise CliError(f"this queue is being run by process {state.get('pid')}, so it cannot "
+                       f"{doing} now; stop it with 'spacrq queue stop {path}' or wait")
+
+
+def _positive(kind: type, what: str):
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, not {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{what} cannot be negative")
+        return value
+    return parse
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    path = args.file
+    if Path(path).exists():
+        queue = _load(path)
+        _refuse_if_running(path, "be edited")
+    else:
+        if not Path(path).parent.is_dir():
+            raise CliError(f"folder {Path(path).parent} does not exist; create it first")
+        queue = Queue(name=Path(path).name.split(".")[0] or "queue")
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--env {item!r} is not NAME=value; write it like --env OMP_NUM_THREADS=4")
+        env[key] = value
+    for item in args.set:
+        try:
+            split_override(item)
+        except SettingsError as exc:
+            raise CliError(str(exc)) from None
+    settings: Any = args.settings or ""
+    if args.program:
+        if args.module != "command":
+            raise CliError("a program after '--' is only for the command module; use --settings "
+                           "or --set for other modules")
+        settings = {"argv": list(args.program)}
+    cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
+    if settings and isinstance(settings, str):
+        settings = os.path.abspath(settings)
+    job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
+              overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
+              retries=args.retries or 0, env=env, cwd=cwd)
+    try:
+        queue.add(job)
+        save_queue(queue, path)
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+    print(f"added {job.id} ({job.label}) to {path}; {len(queue)} job(s) queued")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    problems = validate_queue(_load(args.file))
+    print(format_problems(problems, title=args.file))
+    return 1 if any(p.is_error for p in problems) else 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    print(plan(_load(args.file)))
+    return 0
+
+
+def _apply_run_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if getattr(args, "on_error", None):
+        options["on_error"] = args.on_error
+    if getattr(args, "max_consecutive_failures", None) is not None:
+        options["max_consecutive_failures"] = args.max_consecutive_failures
+    return options
+
+
+def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
+    path = args.file
+    queue = _load(path)
+    options = _apply_run_options(args)
+    if args.notify:
+        _refuse_if_running(path, "be changed")
+        queue.notify_command = list(args.notify)
+        save_queue(queue, path)
+    if args.detach:
+        _refuse_if_running(path, "be started again")
+        if options:
+            queue.on_error = options.get("on_error", queue.on_error)
+            queue.max_consecutive_failures = options.get("max_consecutive_failures",
+                                                         queue.max_consecutive_failures)
+            save_queue(queue, path)
+        try:
+            ref = start_runner(path, resume=resume, retry_failed=retry_failed)
+        except QueueError as exc:
+            raise CliError(str(exc)) from None
+        print(f"runner started as process {ref.pid}; watch it with 'spacrq queue status {path}'"
+              f", its log is {logs_dir(path) / 'runner.log'}")
+        return 0
+    try:
+        result = serve(path, resume=resume, retry_failed=retry_failed,
+                       on_error=options.get("on_error"),
+                       max_consecutive_failures=options.get("max_consecutive_failures", _UNSET),
+                       echo=True)
+    except QueueError as exc:
+        raise CliError(str(exc).replace("\n", "\n  ")) from None
+    return 0 if result.ok else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _run(args, resume=False, retry_failed=False)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _run(args, resume=True, retry_failed=args.retry_failed)
+
+
+def cmd_restart_failed(args: argparse.Namespace) -> int:
+    queue = _load(args.file)
+    again = [j.id for j in queue.jobs if j.status in (STATUS_FAILED, STATUS_SKIPPED)]
+    if not again:
+        print("no job failed or was skipped; nothing to restart")
+        return 0
+    print(f"restarting {len(again)} job(s): {', '.join(again[:30])}")
+    return _run(args, resume=True, retry_failed=True)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    queue = _load(args.file)
+    state = runner_state(args.file)
+    if args.json:
+        print(json.dumps({"queue": queue.to_dict(), "counts": dict(queue.counts()),
+                          "runner": state}, indent=2, default=str))
+        return 0
+    counts = ", ".join(f"{n} {s}" for s, n in queue.counts().items() if n)
+    runner = "no runner has run it yet"
+    if state:
+        runner = f"runner {state.get('state')} (process {state.get('pid')}"
+        runner += ", alive)" if state.get("alive") else ", gone)"
+    print(f"{queue.name}: {len(queue)} job(s) — {counts or 'empty'}; {runner}")
+    width = max((len(j.id) for j in queue.jobs), default=2)
+    for i, job in enumerate(queue.jobs, start=1):
+        mark = "success (PARTIAL)" if job.is_partial and job.status == "success" else job.status
+        line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {fmt_duration(job.elapsed_s).rjust(8)}  {job.label}"
+        print(line)
+        if job.error:
+            print(f"        {job.error}")
+    if queue.stopped_reason:
+        print(f"stopped: {queue.stopped_reason}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    _load(args.file)
+    state = runner_state(args.file)
+    if not state or not state.get("alive"):
+        print("no runner is running this queue; nothing to stop")
+        return 0
+    request_stop(args.file, now=args.now)
+    if args.now:
+        print(f"asked process {state.get('pid')} to abort the running job now; it becomes "
+              "not_run and can be resumed")
+    else:
+        print(f"asked process {state.get('pid')} to stop after the running job")
+    return 0
+
+
+def _with_program(base: type) -> type:
+    """A parser that keeps everything after ``--`` as the program of a command job."""
+
+    class WithProgram(base):  # type: ignore[misc, valid-type]
+        def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001
+            args = list(sys.argv[1:] if args is None else args)
+            program: list[str] = []
+            if "--" in args:
+                cut = args.index("--")
+                args, program = args[:cut], args[cut + 1:]
+            ns, extras = super().parse_known_args(args, namespace)
+            ns.program = program
+            return ns, extras
+
+    return WithProgram
+
+
+def register(subparsers: Any) -> None:
+    queue = subparsers.add_parser("queue", help="a resumable queue of jobs run one at a time")
+    sub = queue.add_subparsers(dest="queue_command", metavar="ACTION",
+                               parser_class=type(queue))
+    queue.set_defaults(handler=lambda a: (queue.print_help(), 2)[1])
+
+    plain = sub._parser_class
+    sub._parser_class = _with_program(plain)
+    add = sub.add_parser("add", help="add a job (checked now, not at 3 a.m.)",
+                         epilog="For the command module the program may follow '--': "
+                                "spacrq queue add night.queue.json command -- rsync -a A B")
+    sub._parser_class = plain
+    add.add_argument("file")
+    add.add_argument("module")
+    add.add_argument("--settings", help="settings file (CSV Key,Value or JSON)")
+    add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    add.add_argument("--id")
+    add.add_argument("--label")
+    add.add_argument("--after", action="append", default=[], metavar="ID")
+    add.add_argument("--timeout", type=_positive(float, "--timeout"), metavar="SECONDS")
+    add.add_argument("--retries", type=_positive(int, "--retries"), default=0)
+    add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    add.add_argument("--cwd", help="folder the job runs in (default: this one)")
+    add.set_defaults(handler=cmd_add)
+
+    for name, fn, text in (("validate", cmd_validate, "list every problem with its fix"),
+                           ("plan", cmd_plan, "show what would run, in order")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("file")
+        p.set_defaults(handler=fn)
+
+    run = sub.add_parser("run", help="run the queue (this process becomes its runner)")
+    run.add_argument("file")
+    run.add_argument("--on-error", choices=ON_ERROR_CHOICES)
+    run.add_argument("--max-consecutive-failures", type=_positive(int, "--max-consecutive-failures"))
+    run.add_argument("--detach", action="store_true", help="run in the background and return")
+    run.add_argument("--notify", action="append", default=[], metavar="ARG",
+                     help="command run once when the queue ends, one --notify per argument "
+                          "(e.g. --notify notify-send --notify 'queue done'); never a shell")
+    run.set_defaults(handler=cmd_run)
+
+    status = sub.add_parser("status", help="what ran, what runs, what failed")
+    status.add_argument("file")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+
+    stop = sub.add_parser("stop", help="stop after the running job (--now: abort it)")
+    stop.add_argument("file")
+    stop.add_argument("--now", action="store_true")
+    stop.set_defaults(handler=cmd_stop)
+
+    for name, fn, text in (("resume", cmd_resume, "carry on after a stop, abort or crash"),
+                           ("restart-failed", cmd_restart_failed,
+                            "run failed jobs and their skipped dependents again")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("file")
+        if name == "resume":
+            p.add_argument("--retry-failed", action="store_true")
+        p.add_argument("--on-error", choices=ON_ERROR_CHOICES)
+        p.add_argument("--max-consecutive-failures",
+                       type=_positive(int, "--max-consecutive-failures"))
+        p.add_argument("--detach", action="store_true")
+        p.add_argument("--notify", action="append", default=[], metavar="ARG")
+        p.set_defaults(handler=fn)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from spacrq.cli import main
+    sys.exit(main(["queue", *sys.argv[1:]]))

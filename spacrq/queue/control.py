@@ -1,0 +1,47 @@
+"""The operator's requests to a running queue, read cheaply between and during jobs.
+
+Requests travel through ``<stem>_logs/control.json`` (``{"stop":
+"after_job" | "abort" | null}``), written by ``spacrq queue stop`` or the
+window.  The runner looks at it between jobs and several times a second while
+a job runs, so the look costs one ``stat`` unless the file changed.  A SIGTERM
+to the runner itself (a shutdown, ``kill``) is treated as an abort: the job
+is stopped safely rather than orphaned.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from spacrq.runfiles import CONTROL_FILE, asked
+
+STOP_AFTER_JOB = "after_job"
+ABORT = "abort"
+
+
+class Control:
+    def __init__(self, run_dir: str | os.PathLike | None) -> None:
+        self.run_dir = Path(run_dir) if run_dir else None
+        self._seen: tuple[int, int, int] | None = None
+        self._request: str | None = None
+        self.signalled: str | None = None
+
+    def request(self) -> str | None:
+        """``'after_job'``, ``'abort'`` or None."""
+        if self.signalled:
+            return self.signalled
+        if self.run_dir is None:
+            return None
+        try:
+            st = os.stat(self.run_dir / CONTROL_FILE)
+        except OSError:
+            self._seen, self._request = None, None
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key != self._seen:
+            self._seen = key
+            value = asked(self.run_dir).get("stop")
+            self._request = value if value in (STOP_AFTER_JOB, ABORT) else None
+        return self._request
+
+    def abort_requested(self) -> bool:
+        return self.request() == ABORT

@@ -1,0 +1,467 @@
+"""Jobs and queues as the operator writes them, and as spaCR wrote them first.
+
+A queue file is a superset of spaCR's format 1 (``{"spacr_queue": 1, "name",
+"created", "jobs": [...]}``): every field spaCR writes keeps its name and
+meaning, so a queue written by spaCR loads here unchanged and a queue written
+here still loads in spaCR (which ignores the fields it does not know).
+
+spacrq adds, per job, ``timeout``, ``retries``, ``attempts``, ``env``,
+``cwd``, ``failure_kind`` and ``process`` (the pid of the job while it runs,
+so a resumed queue can stop an orphan before running the job again); per
+queue, ``on_error``, ``max_consecutive_failures``, ``notify_command``,
+``stopped_reason`` and ``journal_seq`` (see :mod:`spacrq.queue.store`).
+"""
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+QUEUE_FORMAT = 1
+
+#: Never attempted; still runnable.
+STATUS_PENDING = "pending"
+#: Executing now.  Persisted, so a crash leaves evidence of where it was.
+STATUS_RUNNING = "running"
+#: Exited 0.  May still be *partial*: see :attr:`Job.is_partial`.
+STATUS_SUCCESS = "success"
+#: Ran and failed (including a timeout).
+STATUS_FAILED = "failed"
+#: Deliberately not run because something it depends on did not succeed.
+STATUS_SKIPPED = "skipped"
+#: The queue halted (stop, abort, a failure with on_error=stop) before it ran.
+STATUS_NOT_RUN = "not_run"
+
+ALL_STATUSES: tuple[str, ...] = (STATUS_PENDING, STATUS_RUNNING, STATUS_SUCCESS,
+                                 STATUS_FAILED, STATUS_SKIPPED, STATUS_NOT_RUN)
+#: Statuses a run or a resume picks up.
+RESUMABLE_STATUSES: tuple[str, ...] = (STATUS_PENDING, STATUS_NOT_RUN)
+ON_ERROR_CHOICES: tuple[str, ...] = ("continue", "stop")
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 3
+
+#: Job fields the runner changes while a queue runs (the transition journal
+#: carries exactly these).
+RUN_FIELDS: tuple[str, ...] = ("status", "started", "finished", "exit_code", "error",
+                               "log_path", "run_status", "attempts", "failure_kind",
+                               "process", "overrides", "ran_with")
+
+_BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+class QueueError(Exception):
+    """The queue itself is wrong: a bad job, a bad file, a refused start.
+
+    The message is written for the operator: what is wrong and what to do.
+    """
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO-8601 with microseconds (a 0.4 s job is not a 0 s job)."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def parse_iso(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``'—'``, ``'42.1s'``, ``'7m 12s'`` or ``'7h 41m'``: how an overnight summary reads."""
+    if seconds is None:
+        return "—"
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h {int((seconds % 3600) // 60):02d}m"
+
+
+def id_problem(job_id: str) -> str:
+    """Why ``job_id`` cannot be a job id, or ``''`` when it can.
+
+    Ids become log and settings file names (``NN_<id>.log``), so an id that
+    could name another folder (``../x``, ``a/b``) is refused outright.
+    """
+    if not job_id:
+        return "a job id cannot be empty"
+    if _BAD_ID_CHARS.search(job_id) or ".." in job_id or job_id.startswith("."):
+        return (f"job id {job_id!r} contains a path separator, '..', a leading dot or a "
+                "control character; job ids become log file names")
+    if len(job_id) > 100:
+        return f"job id {job_id[:20]!r}… is longer than 100 characters"
+    return ""
+
+
+def _str_list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, (str, int, float)):
+        return [str(value)]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise QueueError(f"expected a list of strings, got a {type(value).__name__}")
+
+
+@dataclass
+class Job:
+    """One module run with its settings, and its place in the night's history.
+
+    ``settings`` is a settings file path (CSV ``Key,Value`` or JSON) or an
+    inline dict; ``overrides`` are ``key=value`` strings applied on top (a
+    mapping is accepted and normalised).  ``timeout`` (seconds) stops a job
+    that runs longer and fails it as ``Timeout``; ``retries`` reruns a failed
+    job at most that many more times; ``env`` adds environment variables and
+    ``cwd`` is where the job runs (``spacrq queue add`` records the directory
+    it was called from, so relative paths mean what they meant then).
+    """
+
+    module: str
+    settings: str | dict = ""
+    id: str = ""
+    label: str = ""
+    overrides: list[str] | dict = field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
+    status: str = STATUS_PENDING
+    started: str = ""
+    finished: str = ""
+    exit_code: int | None = None
+    error: str = ""
+    log_path: str = ""
+    run_status: dict | None = None
+    timeout: float | None = None
+    retries: int = 0
+    attempts: int = 0
+    env: dict = field(default_factory=dict)
+    cwd: str = ""
+    failure_kind: str = ""
+    process: dict | None = None
+    ran_with: dict | None = None
+
+    @property
+    def override_args(self) -> list[str]:
+        if isinstance(self.overrides, dict):
+            return [f"{k}={v}" for k, v in self.overrides.items()]
+        return [str(item) for item in (self.overrides or [])]
+
+    @property
+    def settings_path(self) -> str:
+        return self.settings if isinstance(self.settings, str) else ""
+
+    @property
+    def duration_s(self) -> float | None:
+        start, end = parse_iso(self.started), parse_iso(self.finished)
+        if start is None or end is None:
+            return None
+        return (end - start).total_seconds()
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds taken; counts up while the job is running."""
+        if self.duration_s is not None:
+            return self.duration_s
+        start = parse_iso(self.started)
+        if self.status == STATUS_RUNNING and start is not None:
+            return max(0.0, (datetime.now(timezone.utc) - start).total_seconds())
+        return None
+
+    @property
+    def is_partial(self) -> bool:
+        """Exited 0, but its own run-status stamps say items failed (344 of 384 wells)."""
+        if not isinstance(self.run_status, dict):
+            return False
+        try:
+            failed = int(self.run_status.get("n_failed", 0) or 0)
+        except (TypeError, ValueError):
+            failed = 0
+        return failed > 0 or bool(self.run_status.get("unreadable"))
+
+    def default_label(self) -> str:
+        target = ""
+        if isinstance(self.settings, dict):
+            src = self.settings.get("src")
+            if not src and self.module == "command":
+                argv = self.settings.get("argv")
+                src = " ".join(map(str, argv[:3])) if isinstance(argv, list) else ""
+            target = str(src) if src else ""
+        elif self.settings:
+            target = str(self.settings).replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{self.module} {target}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job in spaCR's key order, spacrq's fields after them."""
+        return OrderedDict((
+            ("id", self.id), ("module", self.module), ("label", self.label),
+            ("settings", self.settings), ("overrides", self.override_args),
+            ("depends_on", list(self.depends_on)), ("status", self.status),
+            ("started", self.started), ("finished", self.finished),
+            ("exit_code", self.exit_code), ("error", self.error),
+            ("log_path", self.log_path), ("run_status", self.run_status),
+            ("timeout", self.timeout), ("retries", self.retries),
+            ("attempts", self.attempts), ("env", dict(self.env)), ("cwd", self.cwd),
+            ("failure_kind", self.failure_kind), ("process", self.process),
+            ("ran_with", self.ran_with),
+        ))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Job":
+        """Rebuild a job, tolerating a hand-edited entry (missing bookkeeping is fine).
+
+        :raises QueueError: one sentence naming the job and the fix.
+        """
+        if not isinstance(data, Mapping):
+            raise QueueError(f"a job entry is a {type(data).__name__}, not an object; each entry "
+                             'of "jobs" must look like {"module": ..., "settings": ...}')
+        jid = str(data.get("id") or "")
+        where = f"job {jid!r}" if jid else "a job entry"
+        module = data.get("module")
+        if not isinstance(module, str) or not module.strip():
+            raise QueueError(f'{where} has no "module"; every job needs one, e.g. "module": "command"')
+        status = data.get("status") or STATUS_PENDING
+        if status not in ALL_STATUSES:
+            raise QueueError(f"{where} has status {status!r}; use one of {', '.join(ALL_STATUSES)}")
+        settings = data.get("settings") or ""
+        if not isinstance(settings, (str, dict)):
+            raise QueueError(f'{where} has "settings" of type {type(settings).__name__}; give a '
+                             "settings file path or an object of settings")
+        overrides = data.get("overrides") or []
+        if not isinstance(overrides, (list, dict)):
+            overrides = [str(overrides)]
+        try:
+            depends = _str_list(data.get("depends_on"))
+        except QueueError:
+            raise QueueError(f'{where} has a "depends_on" that is not a list of job ids; '
+                             'write it like "depends_on": ["mask-1"]') from None
+        timeout = data.get("timeout")
+        if timeout in ("", None):
+            timeout = None
+        else:
+            try:
+                timeout = float(timeout)
+            except (TypeError, ValueError):
+                raise QueueError(f'{where} has "timeout": {timeout!r}; give seconds as a number '
+                                 "or null for none") from None
+        try:
+            retries = int(data.get("retries") or 0)
+            attempts = int(data.get("attempts") or 0)
+        except (TypeError, ValueError):
+            raise QueueError(f'{where} has a "retries" or "attempts" that is not a whole number; '
+                             "fix it or delete the field") from None
+        env = data.get("env") or {}
+        if not isinstance(env, dict):
+            raise QueueError(f'{where} has an "env" that is not an object; write it like '
+                             '"env": {"OMP_NUM_THREADS": "4"}')
+        exit_code = data.get("exit_code")
+        if exit_code is not None and not isinstance(exit_code, int):
+            try:
+                exit_code = int(exit_code)
+            except (TypeError, ValueError):
+                exit_code = None
+        return cls(
+            module=module.strip(), settings=settings, id=jid,
+            label=str(data.get("label") or ""), overrides=overrides,
+            depends_on=depends, status=status,
+            started=str(data.get("started") or ""), finished=str(data.get("finished") or ""),
+            exit_code=exit_code, error=str(data.get("error") or ""),
+            log_path=str(data.get("log_path") or ""),
+            run_status=data.get("run_status") if isinstance(data.get("run_status"), dict) else None,
+            timeout=timeout, retries=max(0, retries), attempts=max(0, attempts),
+            env={str(k): str(v) for k, v in env.items()}, cwd=str(data.get("cwd") or ""),
+            failure_kind=str(data.get("failure_kind") or ""),
+            process=data.get("process") if isinstance(data.get("process"), dict) else None,
+            ran_with=data.get("ran_with") if isinstance(data.get("ran_with"), dict) else None,
+        )
+
+    def reset(self) -> "Job":
+        """Clear the bookkeeping so the job runs again."""
+        self.status = STATUS_PENDING
+        self.started = self.finished = self.error = self.failure_kind = ""
+        self.exit_code = None
+        self.run_status = None
+        self.attempts = 0
+        self.process = None
+        return self
+
+    def copy(self, **changes: Any) -> "Job":
+        """A never-run copy with ``changes`` applied: the Duplicate button.
+
+        The copy gets a fresh id when it joins a queue unless ``id`` is given.
+        """
+        data = dict(self.to_dict())
+        data.update(changes)
+        clone = Job.from_dict(data)
+        clone.reset()
+        clone.log_path = ""
+        clone.ran_with = None
+        if "id" not in changes:
+            clone.id = ""
+        return clone
+
+
+@dataclass
+class Queue:
+    """An ordered list of jobs, run one at a time, top to bottom."""
+
+    jobs: list[Job] = field(default_factory=list)
+    created: str = field(default_factory=now_iso)
+    name: str = "queue"
+    on_error: str = "continue"
+    max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES
+    notify_command: list[str] = field(default_factory=list)
+    stopped_reason: str = ""
+    journal_seq: int = 0
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __iter__(self):
+        return iter(self.jobs)
+
+    @property
+    def ids(self) -> list[str]:
+        return [job.id for job in self.jobs]
+
+    def find(self, job_id: str) -> Job | None:
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        return None
+
+    def index(self, job_id: str) -> int:
+        for i, job in enumerate(self.jobs):
+            if job.id == job_id:
+                return i
+        return -1
+
+    def mint_id(self, module: str) -> str:
+        """An unused id ``<module>-N``: short enough to type in ``--after``."""
+        base = re.sub(r"[^a-z0-9_]+", "-", str(module).strip().lower()).strip("-") or "job"
+        taken = set(self.ids)
+        n = 1
+        while f"{base}-{n}" in taken:
+            n += 1
+        return f"{base}-{n}"
+
+    def add(self, job: Job, validate: bool = True) -> Job:
+        """Append ``job``, checking it now rather than at 3 a.m.
+
+        :raises QueueError: every error found, each with its fix.
+        """
+        if not job.id:
+            job.id = self.mint_id(job.module)
+        else:
+            bad = id_problem(job.id)
+            if bad:
+                raise QueueError(f"{bad}; choose an id made of letters, digits, '-' and '_'")
+            if self.find(job.id) is not None:
+                raise QueueError(f"a job with id {job.id!r} is already in this queue; job ids "
+                                 "must be unique, so choose another with --id")
+        if not job.label:
+            job.label = job.default_label()
+        if validate:
+            from spacrq.queue.validate import validate_job
+            errors = [p for p in validate_job(job, self) if p.is_error]
+            if errors:
+                raise QueueError(f"job {job.id!r} cannot be added: "
+                                 + "; ".join(f"{p.message} (fix: {p.fix})" for p in errors))
+        self.jobs.append(job)
+        return job
+
+    def remove(self, job_id: str) -> bool:
+        """Remove ``job_id`` and drop it from every other job's ``depends_on``."""
+        job = self.find(job_id)
+        if job is None:
+            return False
+        self.jobs.remove(job)
+        for other in self.jobs:
+            if job_id in other.depends_on:
+                other.depends_on = [d for d in other.depends_on if d != job_id]
+        return True
+
+    def move(self, job_id: str, offset: int) -> int:
+        """Move ``job_id`` by ``offset`` places (negative is earlier); its new index or -1."""
+        i = self.index(job_id)
+        if i < 0:
+            return -1
+        j = max(0, min(len(self.jobs) - 1, i + int(offset)))
+        if i != j:
+            self.jobs.insert(j, self.jobs.pop(i))
+        return j
+
+    def reset(self) -> "Queue":
+        for job in self.jobs:
+            job.reset()
+        self.stopped_reason = ""
+        return self
+
+    def counts(self) -> "OrderedDict[str, int]":
+        out: OrderedDict[str, int] = OrderedDict((s, 0) for s in ALL_STATUSES)
+        for job in self.jobs:
+            out[job.status] = out.get(job.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return OrderedDict((
+            ("spacr_queue", QUEUE_FORMAT), ("name", self.name), ("created", self.created),
+            ("jobs", [job.to_dict() for job in self.jobs]),
+            ("on_error", self.on_error),
+            ("max_consecutive_failures", self.max_consecutive_failures),
+            ("notify_command", list(self.notify_command)),
+            ("stopped_reason", self.stopped_reason),
+            ("journal_seq", self.journal_seq),
+        ))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Queue":
+        """Rebuild a queue from a file written here, by spaCR, or by hand.
+
+        :raises QueueError: one sentence: what is wrong and the fix.
+        """
+        if not isinstance(data, Mapping):
+            raise QueueError(f"a queue file must hold an object, not a {type(data).__name__}; "
+                             'it looks like {"spacr_queue": 1, "jobs": [...]}')
+        version = data.get("spacr_queue", QUEUE_FORMAT)
+        try:
+            version = int(version)
+        except (TypeError, ValueError):
+            raise QueueError(f'"spacr_queue" must be a format number such as 1, not '
+                             f"{version!r}; fix it in the file") from None
+        if version > QUEUE_FORMAT:
+            raise QueueError(f"this queue file is format {version} but spacrq reads format "
+                             f"{QUEUE_FORMAT}; upgrade spacrq or write the queue again")
+        raw_jobs = data.get("jobs") or []
+        if not isinstance(raw_jobs, (list, tuple)):
+            raise QueueError('"jobs" must be a list of job objects; wrap the jobs in [ ... ]')
+        on_error = data.get("on_error") or "continue"
+        if on_error not in ON_ERROR_CHOICES:
+            raise QueueError(f'"on_error" is {on_error!r}; use "continue" or "stop"')
+        mcf = data.get("max_consecutive_failures", DEFAULT_MAX_CONSECUTIVE_FAILURES)
+        try:
+            mcf = None if mcf is None else int(mcf)
+        except (TypeError, ValueError):
+            raise QueueError(f'"max_consecutive_failures" is {mcf!r}; give a whole number '
+                             "(0 turns the check off)") from None
+        try:
+            notify = _str_list(data.get("notify_command"))
+            seq = int(data.get("journal_seq") or 0)
+        except (QueueError, TypeError, ValueError):
+            raise QueueError('"notify_command" must be a list of arguments and "journal_seq" a '
+                             "number; fix or delete them") from None
+        queue = cls(jobs=[], created=str(data.get("created") or now_iso()),
+                    name=str(data.get("name") or "queue"), on_error=on_error,
+                    max_consecutive_failures=mcf, notify_command=notify,
+                    stopped_reason=str(data.get("stopped_reason") or ""), journal_seq=seq)
+        for entry in raw_jobs:
+            job = Job.from_dict(entry)
+            if not job.id:
+                job.id = queue.mint_id(job.module)
+            if not job.label:
+                job.label = job.default_label()
+            queue.jobs.append(job)
+        return queue

@@ -1,0 +1,206 @@
+"""The queue runner process, and what the window uses to start, watch and stop it.
+
+``spacrq queue run FILE`` runs a queue in its own process, detached from any
+window: closing or crashing the window never stops the night, and reopening
+it finds the runner through ``<stem>_logs/runner.json``.  The runner holds an
+exclusive lock on ``<stem>_logs/runner.lock`` for its whole life, so a second
+runner on the same file refuses (naming the process that holds it) instead of
+running every job twice.  The lock is an ``fcntl`` lock: the kernel releases
+it when the runner dies, however it dies, so a crash never leaves the queue
+locked.
+
+Pane-facing API (no Qt, cheap enough to call from a poller):
+:func:`start_runner`, :func:`runner_state`, :func:`request_stop`,
+:func:`logs_dir`.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from spacrq.procs import ProcessRef, is_alive, spawn_detached
+from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
+from spacrq.queue.engine import _UNSET, run_queue
+from spacrq.queue.resume import prepare_resume
+from spacrq.queue.model import QueueError, now_iso
+from spacrq.queue.store import load_queue, logs_dir, save_queue
+from spacrq.queue.summary import Progress, QueueResult
+from spacrq.runfiles import RunFileError, ask, clear, read_json, write_json
+
+__all__ = ["start_runner", "runner_state", "request_stop", "logs_dir", "serve",
+           "RUNNER_FILE", "LOCK_FILE"]
+
+RUNNER_FILE = "runner.json"
+LOCK_FILE = "runner.lock"
+RUNNER_LOG = "runner.log"
+_HEARTBEAT_MIN = 0.25
+
+
+def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
+    """``runner.json`` plus ``"alive"``; None when this queue never had a runner.
+
+    A runner recorded as running whose process is gone is reported as
+    ``"crashed"``: the queue needs a Resume, not patience.
+    """
+    try:
+        doc = read_json(logs_dir(path) / RUNNER_FILE, default=None)
+    except RunFileError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        alive = is_alive(int(doc.get("pid") or 0), float(doc.get("started") or 0) or None)
+    except (TypeError, ValueError):
+        alive = False
+    doc["alive"] = alive
+    if doc.get("state") == "running" and not alive:
+        doc["state"] = "crashed"
+    return doc
+
+
+def request_stop(path: str | os.PathLike, now: bool = False) -> dict[str, Any]:
+    """Ask the runner to stop after the running job, or (``now``) to abort it.
+
+    :returns: the control document as it now stands.
+    """
+    return ask(logs_dir(path), stop=ABORT if now else STOP_AFTER_JOB)
+
+
+def start_runner(path: str | os.PathLike, *, resume: bool = False,
+                 retry_failed: bool = False) -> ProcessRef:
+    """Start ``spacrq queue run|resume PATH`` detached; returns at once.
+
+    :raises QueueError: the file is not there, or a runner is already running this queue.
+    """
+    target = Path(path).resolve()
+    if not target.is_file():
+        load_queue(target)  # raises the one-sentence reason
+    state = runner_state(target)
+    if state and state.get("alive"):
+        raise QueueError(f"this queue is already being run by process {state.get('pid')}; "
+                         "stop it first or wait for it to finish")
+    argv = [sys.executable, "-m", "spacrq", "queue", "resume" if resume or retry_failed else "run",
+            str(target)]
+    if retry_failed:
+        argv.append("--retry-failed")
+    log = logs_dir(target) / RUNNER_LOG
+    popen = spawn_detached(argv, log_path=log, cwd=target.parent)
+    return ProcessRef.of(popen.pid)
+
+
+class QueueLock:
+    """The exclusive ``runner.lock`` of one queue, held for the runner's life."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.file = logs_dir(path) / LOCK_FILE
+        self.fd = -1
+
+    def acquire(self) -> "QueueLock":
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise QueueError(f"this queue is already being run by process {holder}; stop it "
+                             "with 'spacrq queue stop FILE' or wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = -1
+
+
+class _RunnerFile:
+    """``runner.json``: who runs the queue, what it is doing, and a heartbeat."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = logs_dir(path) / RUNNER_FILE
+        me = ProcessRef.of(os.getpid())
+        self.doc: dict[str, Any] = {"pid": me.pid, "started": me.started,
+                                    "host": socket.gethostname(), "queue": str(path),
+                                    "state": "running", "current_job": None,
+                                    "started_at": now_iso(), "heartbeat_at": time.time()}
+        self._last = 0.0
+
+    def write(self, **changes: Any) -> None:
+        """Replace runner.json atomically, without fsync: after a power cut the runner
+        is gone whatever the file says, and ``runner_state`` reports it crashed."""
+        self.doc.update(changes)
+        self.doc["heartbeat_at"] = time.time()
+        self._last = time.monotonic()
+        write_json(self.file, self.doc, durable=False)
+
+    def beat(self) -> None:
+        self.write()
+
+    def progress(self, event: Progress) -> None:
+        if event.event == "job_started":  # kept current; written at most 4 times a second
+            self.doc["current_job"] = event.job_id
+            self.doc["index"] = event.index
+            self.doc["total"] = event.total
+            if time.monotonic() - self._last >= _HEARTBEAT_MIN:
+                self.write()
+
+
+def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool = False,
+          on_error: str | None = None, max_consecutive_failures: Any = _UNSET,
+          echo: bool = True) -> QueueResult:
+    """Be the runner of the queue at ``path`` until it ends (the body of ``queue run``).
+
+    :raises QueueError: another runner holds the queue, or the queue cannot
+        start (every problem listed).
+    """
+    target = Path(path).resolve()
+    if not target.is_file():
+        load_queue(target)  # raises the one-sentence reason, before any logs folder exists
+    lock = QueueLock(target).acquire()
+    control = Control(logs_dir(target))
+    previous = {}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        control.signalled = ABORT
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if in_main_thread else ():
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's choice is kept
+            previous[sig] = signal.signal(sig, on_signal)
+    info = _RunnerFile(target)
+    try:
+        queue = load_queue(target)
+        clear(logs_dir(target))
+        if resume or retry_failed:
+            prepare_resume(queue, retry_failed)
+            save_queue(queue, target)
+        info.write()
+        result = run_queue(queue, target, on_error=on_error,
+                           max_consecutive_failures=max_consecutive_failures,
+                           on_progress=info.progress, control=control,
+                           heartbeat=info.beat, echo=echo)
+        info.write(state=result.state, current_job=None,
+                   finished_at=result.finished, headline=result.headline(),
+                   stopped_reason=result.stopped_reason)
+        return result
+    except QueueError as exc:
+        info.write(state="stopped", current_job=None,
+                   error=str(exc).splitlines()[0])
+        raise
+    except BaseException as exc:
+        info.write(state="crashed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        lock.release()

@@ -1,0 +1,374 @@
+"""The Queue pane: line up the night's jobs, start them, watch them, stop them.
+
+The pane edits a queue document in memory and saves it to a file in the
+workspace; the runner is a separate, detached process (``spacrq queue run``)
+that owns the file while it runs.  Everything the pane shows about a run
+comes from files, read by one poller thread (:class:`spacrq.queue.watch.
+QueueWatch`), so closing the window never stops the night and reopening it
+shows the run live again.  Editing lives in :mod:`spacrq.ui.queue_editing`,
+the run controls in :mod:`spacrq.ui.queue_running`; this module lays the
+pane out and routes what the poller found.
+
+Rules the pane keeps:
+
+* the GUI thread never reads a file it does not have to: loading, journal
+  tailing, log tailing and validation all run on the poller;
+* while a runner is alive the editor refuses every change with a sentence —
+  a save would overwrite the file the runner is writing;
+* errors are shown in the message line above the table, never in a modal
+  dialog; the one question the pane asks is "abort the running job now?".
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QItemSelectionModel, Qt, QTimer, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
+                               QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
+                               QWidget)
+
+from spacrq.queue.model import Queue
+from spacrq.queue.watch import (PaneState, QueueSnapshot, QueueWatch, controls_for,
+                                progress_of, queue_to_open)
+from spacrq.ui.poller import Poller
+from spacrq.ui.queue_editing import QueueEditing
+from spacrq.ui.queue_editor import JobEditor
+from spacrq.ui.queue_model import (COL_AFTER, COL_JOB, COL_LABEL, COL_LOG, COL_MODULE,
+                                   COL_NUMBER, COL_STATUS, COL_TIME, QueueTableModel,
+                                   StatusDelegate)
+from spacrq.ui.queue_panels import DoneBar, LogView, ProblemsPanel
+from spacrq.ui.queue_running import QueueRunning
+
+POLL_SECONDS = 0.5
+_UNSET = object()
+
+_MESSAGE_STYLE = {
+    "error": "background:#f8d0d0; color:#5c0000; border:1px solid #d9a0a0;",
+    "warning": "background:#ffe8a3; color:#4d3300; border:1px solid #e0c070;",
+    "info": "background:#dbe8fb; color:#0b2d66; border:1px solid #a9c1e8;",
+}
+
+
+def _button(text: str, tip: str) -> QPushButton:
+    button = QPushButton(text)
+    button.setToolTip(tip)
+    return button
+
+
+class QueuePane(QueueEditing, QueueRunning, QWidget):
+    """One queue file at a time: its editor, its table, its run controls and its log."""
+
+    notify = Signal(str)
+
+    def __init__(self, workspace, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.workspace = workspace
+        self.queue = Queue(name="queue")
+        self.path: Path | None = None
+        self.dirty = False
+        self.runner: dict = {}
+        self._token = 0  # numbers every request to the poller
+        self._validate_token = 0
+        self._generation = 0  # counts edits, so a save knows whether it saved the latest
+        self._saving: tuple[int, int] | None = None
+        self._discard_armed = False
+        self._watch = QueueWatch()
+        self._shown: dict = {}
+        self._on_disk = False  # the queue file exists (known from the poller, never a stat here)
+        self._own_write = False
+
+        self._build()
+        self.poller = Poller(self._watch.poll, POLL_SECONDS, self)
+        self.poller.snapshot.connect(self._on_snapshot)
+        self.poller.error.connect(lambda text: self.show_message("error", f"Reading the queue failed: {text}"))
+        self.clock = QTimer(self)
+        self.clock.setInterval(1000)
+        self.clock.timeout.connect(self._tick)
+
+        first = queue_to_open(workspace.queues)
+        if first is not None:
+            self._watch_file(first)
+        else:
+            self._new_document()
+        self.poller.start()
+        self._update_controls()
+
+    # -- layout -------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.file_label = QLabel()
+        self.file_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.new_button = _button("New", "Start an empty queue (saved when you press Save).")
+        self.open_button = _button("Open…", "Open a queue file; a running queue shows live.")
+        self.save_button = _button("Save", "Write the queue file (refused while it runs).")
+        self.save_as_button = _button("Save as…", "Write the queue under another name.")
+        files = QHBoxLayout()
+        files.addWidget(self.file_label, 1)
+        for b in (self.new_button, self.open_button, self.save_button, self.save_as_button):
+            files.addWidget(b)
+
+        self.editor = JobEditor(str(self.workspace.root))
+
+        self.duplicate_button = _button("Duplicate", "Add a never-run copy of the selected job(s).")
+        self.remove_button = _button("Remove", "Remove the selected job(s); jobs after them "
+                                               "stop depending on them.")
+        self.up_button = _button("Move up", "Run the selected job(s) earlier.")
+        self.down_button = _button("Move down", "Run the selected job(s) later.")
+        self.validate_button = _button("Validate", "Check every job now, without running "
+                                                   "anything; problems are listed below.")
+        self.on_error = QComboBox()
+        self.on_error.addItem("continue with the others", "continue")
+        self.on_error.addItem("stop the queue", "stop")
+        self.on_error.setToolTip("What happens when a job fails. Jobs that depend on a failed "
+                                 "job are always skipped.")
+        self.max_failures = QSpinBox()
+        self.max_failures.setRange(0, 999)
+        self.max_failures.setSpecialValueText("never")
+        self.max_failures.setToolTip("Halt the queue after this many failures in a row: the "
+                                     "same mistake twelve times is one systematic problem.")
+        edits = QHBoxLayout()
+        for b in (self.duplicate_button, self.remove_button, self.up_button, self.down_button,
+                  self.validate_button):
+            edits.addWidget(b)
+        edits.addStretch(1)
+        edits.addWidget(QLabel("On failure:"))
+        edits.addWidget(self.on_error)
+        edits.addWidget(QLabel("Stop after"))
+        edits.addWidget(self.max_failures)
+        edits.addWidget(QLabel("failures in a row"))
+
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.setContentsMargins(6, 3, 6, 3)
+        self.message.hide()
+
+        self.model = QueueTableModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.setItemDelegateForColumn(COL_STATUS, StatusDelegate(self.table))
+        header = self.table.horizontalHeader()
+        header.setHighlightSections(False)
+        for col, width in ((COL_NUMBER, 40), (COL_JOB, 130), (COL_MODULE, 90), (COL_AFTER, 120),
+                           (COL_STATUS, 90), (COL_TIME, 75), (COL_LOG, 150)):
+            header.resizeSection(col, width)
+        header.setSectionResizeMode(COL_LABEL, QHeaderView.ResizeMode.Stretch)
+
+        self.run_button = _button("Run", "Check the queue, save it and start it in its own "
+                                         "process; closing the window does not stop it.")
+        self.stop_button = _button("Stop", "Let the running job finish, then start no other.")
+        self.abort_button = _button("Abort", "Stop the running job now (it can be run again).")
+        self.resume_button = _button("Resume", "Start the runner again on this file: jobs not "
+                                               "yet run, and a job cut off mid-run, run now.")
+        self.retry_button = _button("Retry failed", "Resume, also running failed jobs again and "
+                                                    "the jobs skipped because of them.")
+        self.progress = DoneBar()
+        self.runner_label = QLabel()
+        self.counts_label = QLabel()
+        runs = QHBoxLayout()
+        for b in (self.run_button, self.stop_button, self.abort_button, self.resume_button,
+                  self.retry_button):
+            runs.addWidget(b)
+        runs.addWidget(self.progress, 1)
+        status = QHBoxLayout()
+        status.addWidget(self.runner_label, 1)
+        status.addWidget(self.counts_label)
+
+        self.problems = ProblemsPanel()
+        self.log = LogView()
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(self.problems)
+        bottom.addWidget(self.log)
+        bottom.setSizes([500, 700])
+
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.addLayout(edits)
+        top_layout.addWidget(self.message)
+        top_layout.addWidget(self.table, 1)
+        top_layout.addLayout(runs)
+        top_layout.addLayout(status)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(top)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(files)
+        layout.addWidget(self.editor)
+        layout.addWidget(split, 1)
+
+        self.editor.submitted.connect(self.add_job_from_editor)
+        self.new_button.clicked.connect(self._new_clicked)
+        self.open_button.clicked.connect(self._open_clicked)
+        self.save_button.clicked.connect(self.save)
+        self.save_as_button.clicked.connect(self._save_as_clicked)
+        self.duplicate_button.clicked.connect(self.duplicate_selected)
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.up_button.clicked.connect(lambda: self.move_selected(-1))
+        self.down_button.clicked.connect(lambda: self.move_selected(+1))
+        self.validate_button.clicked.connect(self.validate)
+        self.run_button.clicked.connect(lambda: self.start("run"))
+        self.resume_button.clicked.connect(lambda: self.start("resume"))
+        self.retry_button.clicked.connect(lambda: self.start("retry"))
+        self.stop_button.clicked.connect(self.stop)
+        self.abort_button.clicked.connect(self.abort)
+        self.on_error.currentIndexChanged.connect(self._options_changed)
+        self.max_failures.valueChanged.connect(self._options_changed)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+        self.table.doubleClicked.connect(self._row_double_clicked)
+        self.problems.job_clicked.connect(self.select_job)
+
+    # -- state shown --------------------------------------------------------------
+
+    @property
+    def runner_alive(self) -> bool:
+        return bool(self.runner.get("alive"))
+
+    def selected_rows(self) -> list[int]:
+        return sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+
+    def selected_ids(self) -> list[str]:
+        return [self.model.rows[i].job_id for i in self.selected_rows() if i < len(self.model.rows)]
+
+    def show_message(self, level: str, text: str) -> None:
+        """One line above the table; errors never open a dialog."""
+        self.message.setStyleSheet(_MESSAGE_STYLE.get(level, _MESSAGE_STYLE["info"]))
+        self.message.setText(text)
+        self.message.setVisible(bool(text))
+
+    def clear_message(self) -> None:
+        self.message.clear()
+        self.message.hide()
+
+    def _update_controls(self) -> None:
+        state = PaneState(runner_alive=self.runner_alive,
+                          stop_asked=bool(self.runner.get("stop")),
+                          has_path=self._on_disk,
+                          dirty=self.dirty, rows=self.model.rows,
+                          selected=tuple(self.selected_rows()))
+        c = controls_for(state)
+        for widget, on in ((self.editor, c.add), (self.duplicate_button, c.duplicate),
+                           (self.remove_button, c.remove), (self.up_button, c.move_up),
+                           (self.down_button, c.move_down), (self.validate_button, c.validate),
+                           (self.save_button, c.save), (self.save_as_button, c.edit_options),
+                           (self.new_button, c.edit_options),
+                           (self.run_button, c.run), (self.stop_button, c.stop),
+                           (self.abort_button, c.abort), (self.resume_button, c.resume),
+                           (self.retry_button, c.retry_failed), (self.on_error, c.edit_options),
+                           (self.max_failures, c.edit_options)):
+            self._show(widget, "setEnabled", on)
+        done, total, counts = progress_of(self.model.rows)
+        self.progress.set_done(done, total)
+        order = ("running", "succeeded", "partial", "failed", "skipped", "not run", "pending")
+        self._show(self.counts_label, "setText",
+                   "  ·  ".join(f"{counts[w]} {w}" for w in order if counts.get(w)))
+        name = self.path.name if self.path else "(new queue)"
+        self._show(self.file_label, "setText",
+                   f"<b>{name}</b>{' — unsaved changes' if self.dirty else ''}"
+                   f"<br><small>{self.path or ''}</small>")
+        self._show_runner()
+        running = any(r.status == "running" for r in self.model.rows)
+        if running and not self.clock.isActive():
+            self.clock.start()
+        elif not running and self.clock.isActive():
+            self.clock.stop()
+
+    def _show(self, widget, setter: str, value) -> None:
+        """Call ``widget.setter(value)`` only when the value differs from the last one.
+
+        Snapshots arrive twice a second all night; most change nothing the
+        operator sees, so most of these calls are skipped.
+        """
+        key = (id(widget), setter)
+        if self._shown.get(key, _UNSET) != value:
+            self._shown[key] = value
+            getattr(widget, setter)(value)
+
+    def _tick(self) -> None:
+        self.model.tick(time.time())
+
+    # -- what the poller found ----------------------------------------------------
+
+    def _on_snapshot(self, snap: QueueSnapshot) -> None:
+        if self.path is None or snap.path != str(self.path):
+            return  # an answer about a file no longer shown
+        for result in snap.actions:  # before the runner's state, which may already be newer
+            self._acted(result)
+        ended = snap.runner is not None and self._runner_changed(snap.runner)
+        if snap.rows is not None:
+            self._on_disk = True
+        if snap.load_error is not None:
+            if "not on disk" in snap.load_error:
+                self._on_disk = False
+            if snap.load_error and not (self.dirty and not self._on_disk):
+                self.show_message("error", snap.load_error)
+            elif not snap.load_error and self.message.text().startswith(self.path.name):
+                self.clear_message()
+        if snap.queue is not None:
+            own_write, self._own_write = self._own_write, False
+            if self.dirty and self.queue.jobs:
+                if not self.runner_alive and not own_write:
+                    self.show_message("warning", f"{self.path.name} changed on disk; Save "
+                                                 "overwrites it with your edits, Open reloads it.")
+            else:
+                self._adopt(snap.queue)
+                self.model.set_rows(snap.rows or ())
+        elif snap.rows is not None and (self.runner_alive or not self.dirty):
+            if self.dirty:
+                self.show_message("warning", "A runner started on this file, so the unsaved "
+                                             "edits were set aside.")
+                self.dirty = False
+            keep = self.selected_ids()
+            self.model.set_rows(snap.rows)
+            if keep and self.selected_ids() != keep:
+                self._select_ids(keep)
+        if ended:
+            self._announce_end()
+        if snap.log_restarted:
+            self.log.restart(snap.log_job, snap.log_path)
+        if snap.log_text:
+            self.log.append(snap.log_text)
+        if snap.problems is not None and snap.problems_token == self._validate_token:
+            self._checked(snap.problems)
+        self._update_controls()
+
+
+    # -- selection ----------------------------------------------------------------
+
+    def _selection_changed(self, *_args) -> None:
+        ids = self.selected_ids()
+        self.poller.request(log_job=ids[0] if len(ids) == 1 else "")
+        self._update_controls()
+
+    def _select_ids(self, ids: list[str]) -> None:
+        selection = self.table.selectionModel()
+        selection.clearSelection()
+        for job_id in ids:
+            row = self.model.row_of(job_id)
+            if row >= 0:
+                selection.select(self.model.index(row, 0),
+                                 QItemSelectionModel.SelectionFlag.Select
+                                 | QItemSelectionModel.SelectionFlag.Rows)
+                self.table.scrollTo(self.model.index(row, 0))
+
+    def select_job(self, job_id: str) -> None:
+        self._select_ids([job_id])
+
+    # -- lifetime -----------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop watching; the runner, if any, goes on."""
+        self.clock.stop()
+        self.poller.stop()

@@ -1,0 +1,153 @@
+"""Running the queue from the pane: Run, Resume, Retry failed, Stop, Abort.
+
+A mixin of :class:`spacrq.ui.queue_pane.QueuePane`.  Nothing here waits on
+a process or writes a file: each button asks the poller, which saves,
+checks, starts the detached runner or writes ``control.json`` on its own
+thread, and reports back an :class:`~spacrq.queue.watch.ActionResult`.
+The one question the pane ever asks is here: abort the running job now?
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from PySide6.QtWidgets import QMessageBox
+
+from spacrq.queue.watch import progress_of
+
+
+class QueueRunning:
+    """The running half of the Queue pane (needs the pane's widgets and poller)."""
+
+    def validate(self) -> int:
+        """Check the whole document on the poller thread; the panel fills when done."""
+        self._token += 1
+        self._validate_token = self._token
+        self.problems.title.setText("Checking every job…")
+        self.poller.request(validate=(self._token, self.queue.to_dict()))
+        return self._token
+
+    def start(self, how: str = "run") -> None:
+        """Run / Resume / Retry failed: the poller saves, checks, then starts the runner.
+
+        All three happen off the GUI thread — a 2000-job save is fsync'd and
+        starting the runner forks a process — and the answer comes back as a
+        snapshot (:meth:`_acted`).
+        """
+        if self._refused("start the queue again") or self.path is None:
+            return
+        self._token += 1
+        document = None
+        if self.dirty or not self._on_disk:
+            document = self.queue.to_dict()
+            self._saving = (self._token, self._generation)
+        self.poller.request(run=(self._token, how, document))
+        self.show_message("info", "Checking the queue before it starts…")
+
+    def stop(self) -> None:
+        """Ask the runner to start no job after the running one."""
+        if not self.runner_alive:
+            return
+        self._token += 1
+        self.poller.request(stop=(self._token, False))
+        self.runner = dict(self.runner, stop="after_job")
+        self.show_message("info", "Stop asked: the running job finishes, then no other starts.")
+        self._update_controls()
+
+    def _ask_abort(self) -> bool:
+        """The one deliberate question: killing a job loses its work in progress."""
+        job = self.runner.get("current_job") or "the running job"
+        answer = QMessageBox.question(
+            self, "Abort the running job?",
+            f"Stop {job} now? It gets SIGTERM, then SIGKILL after a grace period, and is "
+            "marked not run; its partial output stays on disk.",
+            QMessageBox.StandardButton.Abort | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Abort
+
+    def abort(self) -> None:
+        if not self.runner_alive or not self._ask_abort():
+            return
+        self._token += 1
+        self.poller.request(stop=(self._token, True))
+        self.runner = dict(self.runner, stop="abort")
+        self.show_message("warning", "Abort asked: the running job is being stopped now.")
+        self._update_controls()
+
+    def _acted(self, result) -> None:
+        """What became of a save, run or stop the pane asked for."""
+        if result.saved:
+            self._on_disk = True
+            self._own_write = True  # the file change the poller reports next is this save
+        if result.kind == "save" or (result.kind == "run" and self._saving
+                                     and self._saving[0] == result.token):
+            saving, self._saving = self._saving, None
+            if result.saved and saving and saving[1] == self._generation:
+                self.dirty = False
+                self._discard_armed = False
+        if result.problems is not None:
+            self.problems.show_problems(result.problems, self.path.name if self.path else "the queue")
+        if not result.ok:
+            self.show_message("error" if result.kind != "save" or "Cannot" not in result.message
+                              else "warning", result.message)
+            return
+        if result.kind == "save":
+            self.notify.emit(result.message.rstrip("."))
+        elif result.kind == "run":
+            self.runner = {"alive": True, "pid": result.pid, "state": "running"}
+            verb = {"run": "Started", "resume": "Resumed",
+                    "retry": "Retrying failed jobs of"}[result.message]
+            self.show_message("info", f"{verb} {self.path.name} in its own process "
+                                      f"({result.pid}); closing the window does not stop it.")
+            self.notify.emit(f"{verb} queue {self.queue.name}")
+
+    def _runner_changed(self, state: dict) -> bool:
+        """Take the runner's new state; True when it just ended."""
+        was_alive = self.runner_alive
+        self.runner = state
+        return was_alive and not self.runner_alive
+
+    def _announce_end(self) -> None:
+        """One line (and one notification) when the night's queue ends."""
+        _done, _total, counts = progress_of(self.model.rows)
+        summary = ", ".join(f"{n} {w}" for w, n in counts.items())
+        ended = self.runner.get("state") or "ended"
+        self.notify.emit(f"Queue {self.queue.name} {ended}: {summary}")
+        level = "info" if ended == "finished" and not counts.get("failed") else "warning"
+        why = self.queue.stopped_reason if not self.dirty else ""
+        self.show_message(level, f"The queue {ended}{f' ({why})' if why else ''}: {summary}. "
+                                 "Hover a status to read why a job failed or was skipped.")
+
+    def _checked(self, problems: list) -> None:
+        self.problems.show_problems(problems, self.path.name if self.path else "the queue")
+        errors = [p for p in problems if p.is_error]
+        if errors:
+            self.show_message("error", f"{len(errors)} error(s): the queue will not start until "
+                                       "they are fixed (listed below).")
+        elif problems:
+            self.show_message("warning", f"No errors; {len(problems)} warning(s) listed below.")
+        else:
+            self.show_message("info", "Every job checks out.")
+
+    def _show_runner(self) -> None:
+        r = self.runner
+        if r.get("unreadable"):
+            text = f"Runner: its state file cannot be read ({r['unreadable']})."
+        elif self.runner_alive:
+            running = [row.job_id for row in self.model.rows if row.status == "running"]
+            job = r.get("current_job") or (running[0] if running else "between jobs")
+            text = f"Runner: running ({job}) — process {r.get('pid', '?')} on {r.get('host', '?')}"
+            if r.get("stop") == "after_job":
+                text += " — stop asked: no job starts after this one"
+            elif r.get("stop") == "abort":
+                text += " — abort asked"
+        elif r.get("state"):
+            text = f"Runner: {r['state']}"
+            stamp = r.get("finished_at") or r.get("heartbeat_at")
+            if isinstance(stamp, (int, float)):
+                text += f" (last seen {datetime.fromtimestamp(stamp):%a %H:%M:%S})"
+            if r.get("state") == "crashed":
+                text = ("Runner: crashed or was killed mid-run; Resume picks up where it "
+                        "stopped, without rerunning finished jobs.")
+        else:
+            text = "Runner: not started."
+        self._show(self.runner_label, "setText", text)

@@ -1,0 +1,183 @@
+"""``spacrq queue …``: bad input is one sentence and exit 2, and nothing is overwritten."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import psutil
+import pytest
+
+from spacrq.cli import main
+from spacrq.queue import load_queue
+from spacrq.queue.runner import RUNNER_FILE, logs_dir
+from spacrq.runfiles import write_json
+
+
+@pytest.fixture
+def qfile(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "first", "--", "echo", "hi"]) == 0
+    return path
+
+
+def _bad(capsys, argv, needle):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+    assert err.count("\n") == 1, err  # one sentence
+    return err
+
+
+def test_add_creates_the_file_and_records_the_job(qfile, tmp_path):
+    queue = load_queue(qfile)
+    job = queue.jobs[0]
+    assert (job.id, job.module, job.settings) == ("first", "command", {"argv": ["echo", "hi"]})
+    assert job.cwd == str(tmp_path) and queue.name == "night"
+    assert main(["queue", "add", str(qfile), "command", "--after", "first", "--timeout", "5",
+                 "--retries", "2", "--label", "second one", "--env", "A=1", "--",
+                 "sh", "-c", "exit 0"]) == 0
+    job = load_queue(qfile).jobs[1]
+    assert (job.id, job.depends_on, job.timeout, job.retries, job.label, job.env) == \
+        ("command-1", ["first"], 5.0, 2, "second one", {"A": "1"})
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["maks"], "unknown module 'maks'"),
+    (["command", "--id", "../x", "--", "true"], "job ids become log file names"),
+    (["command", "--id", "first", "--", "true"], "already in this queue"),
+    (["command", "--after", "ghost", "--", "true"], "'ghost', which is not a job"),
+    (["command", "--set", "nokey=1", "--", "true"], "has no setting 'nokey'"),
+    (["command", "--set", "oops", "--", "true"], "is not key=value"),
+    (["command", "--timeout", "-3", "--", "true"], "cannot be negative"),
+    (["command", "--retries", "x", "--", "true"], "must be a number"),
+    (["command", "--env", "NOEQUALS", "--", "true"], "is not NAME=value"),
+    (["python", "--", "true"], "only for the command module"),
+    (["python", "--settings", "missing.csv"], "settings file not found"),
+    (["command", "--", "no-such-program-xyz"], "is not on PATH"),
+])
+def test_add_bad_input_is_one_sentence_and_the_file_is_untouched(qfile, capsys, extra, needle):
+    before = qfile.read_bytes()
+    _bad(capsys, ["queue", "add", str(qfile), *extra], needle)
+    assert qfile.read_bytes() == before
+
+
+def test_add_into_a_missing_folder(tmp_path, capsys):
+    _bad(capsys, ["queue", "add", str(tmp_path / "no" / "q.queue.json"), "command", "--", "true"],
+         "does not exist")
+
+
+@pytest.mark.parametrize("action", ["validate", "plan", "run", "status", "stop", "resume",
+                                    "restart-failed"])
+def test_every_command_refuses_a_malformed_file_without_touching_it(tmp_path, capsys, action):
+    path = tmp_path / "bad.queue.json"
+    path.write_text('{"jobs": [')
+    _bad(capsys, ["queue", action, str(path)], "not valid JSON")
+    assert path.read_text() == '{"jobs": ['
+
+
+def test_editing_a_queue_while_its_runner_is_alive_is_refused(qfile, capsys):
+    me = psutil.Process()
+    write_json(logs_dir(qfile) / RUNNER_FILE, {"pid": me.pid, "started": me.create_time(),
+                                               "state": "running"})
+    _bad(capsys, ["queue", "add", str(qfile), "command", "--", "true"], f"process {me.pid}")
+    _bad(capsys, ["queue", "run", str(qfile), "--detach"], f"process {me.pid}")
+
+
+def test_validate_plan_and_status(qfile, capsys):
+    assert main(["queue", "validate", str(qfile)]) == 0
+    assert "no problems found" in capsys.readouterr().out
+    assert main(["queue", "plan", str(qfile)]) == 0
+    assert "runs echo hi" in capsys.readouterr().out
+    assert main(["queue", "status", str(qfile)]) == 0
+    out = capsys.readouterr().out
+    assert "1 pending" in out and "no runner has run it yet" in out
+    assert main(["queue", "status", str(qfile), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"]["pending"] == 1 and doc["runner"] is None
+
+
+def test_validate_exits_1_listing_every_error(tmp_path, capsys):
+    path = tmp_path / "q.queue.json"
+    path.write_text(json.dumps({"spacr_queue": 1, "jobs": [
+        {"id": "a", "module": "maks"}, {"id": "b", "module": "command", "depends_on": ["z"]}]}))
+    assert main(["queue", "validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "3 error(s)" in out and "argv must be" in out and "unknown module 'maks'" in out and "'z'" in out
+
+
+def test_run_then_restart_failed(qfile, capsys, tmp_path):
+    flag = tmp_path / "fixed"
+    main(["queue", "add", str(qfile), "command", "--id", "flaky", "--", "sh", "-c",
+          f"test -e {flag}"])
+    main(["queue", "add", str(qfile), "command", "--id", "after", "--after", "flaky", "--", "true"])
+    capsys.readouterr()
+    assert main(["queue", "run", str(qfile), "--on-error", "continue",
+                 "--max-consecutive-failures", "0"]) == 1
+    assert "1 failed, 1 skipped" in capsys.readouterr().out
+    flag.write_text("")
+    assert main(["queue", "restart-failed", str(qfile)]) == 0
+    out = capsys.readouterr().out
+    assert "restarting 2 job(s): flaky, after" in out
+    assert [j.status for j in load_queue(qfile).jobs] == ["success"] * 3
+    assert load_queue(qfile).max_consecutive_failures == 0
+
+
+def test_run_refuses_an_invalid_queue_with_exit_2(tmp_path, capsys):
+    path = tmp_path / "q.queue.json"
+    path.write_text(json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]}))
+    code = main(["queue", "run", str(path)])
+    assert code == 2 and "refusing to start" in capsys.readouterr().err
+
+
+def test_stop_without_a_runner_says_so(qfile, capsys):
+    assert main(["queue", "stop", str(qfile), "--now"]) == 0
+    assert "no runner is running this queue" in capsys.readouterr().out
+
+
+def test_resume_of_a_finished_queue_runs_nothing_again(qfile, capsys, tmp_path):
+    assert main(["queue", "run", str(qfile)]) == 0
+    first_log = load_queue(qfile).jobs[0].log_path
+    mtime = os.stat(first_log).st_mtime_ns
+    assert main(["queue", "resume", str(qfile)]) == 0
+    assert os.stat(first_log).st_mtime_ns == mtime
+
+
+def test_run_detach_returns_at_once_and_the_runner_finishes_alone(qfile, capsys):
+    import re
+    import time
+    from spacrq.queue.runner import runner_state
+    assert main(["queue", "run", str(qfile), "--detach", "--on-error", "stop"]) == 0
+    out = capsys.readouterr().out
+    pid = int(re.search(r"process (\d+)", out).group(1))
+    try:
+        psutil.Process(pid).wait(60)
+    except psutil.NoSuchProcess:
+        pass
+    deadline = time.monotonic() + 10
+    while (runner_state(qfile) or {}).get("state") != "finished" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner_state(qfile)["state"] == "finished"
+    queue = load_queue(qfile)
+    assert queue.jobs[0].status == "success" and queue.on_error == "stop"
+    assert "hi" in open(queue.jobs[0].log_path).read()
+
+
+def test_run_with_notify_stores_the_argument_list_and_runs_it_once(qfile, capsys, tmp_path):
+    marker = tmp_path / "told"
+    assert main(["queue", "run", str(qfile), "--notify", sys.executable, "--notify=-c",
+                 "--notify", "import sys; open(sys.argv[1], 'a').write('x')",
+                 "--notify", str(marker)]) == 0
+    assert marker.read_text() == "x"
+    assert load_queue(qfile).notify_command[0] == sys.executable
+
+
+def test_running_a_missing_file_creates_nothing(tmp_path, capsys):
+    from spacrq.queue import QueueError
+    from spacrq.queue.runner import serve
+    _bad(capsys, ["queue", "run", str(tmp_path / "typo.queue.json")], "queue file not found")
+    with pytest.raises(QueueError, match="queue file not found"):
+        serve(tmp_path / "typo.queue.json")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,203 @@
+"""The real process paths: job processes, the detached runner, its lock, stop, abort, crash."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spacrq.procs import is_alive
+from spacrq.queue import Job, Queue, QueueError, load_queue, resume_queue, run_queue, save_queue
+from spacrq.queue.engine import CANCELLED
+from spacrq.queue.runner import (logs_dir, request_stop, runner_state, serve, start_runner)
+
+
+HELPERS = str(Path(__file__).resolve().parent)  # queuehelp.py: the functions python jobs run
+
+
+def job_env() -> dict:
+    """Environment a python job needs to import ``queuehelp``."""
+    return {"PYTHONPATH": os.pathsep.join([HELPERS, os.environ.get("PYTHONPATH", "")])}
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _py(jid, target, **settings):
+    settings = {"target": f"queuehelp:{target}", **settings}
+    return Job(module="python", id=jid, settings=settings, env=job_env())
+
+
+def _sh(jid, script, **kw):
+    return Job(module="command", id=jid, settings={"argv": ["sh", "-c", script]}, **kw)
+
+
+def _save(tmp_path, *jobs, name="night"):
+    queue = Queue(name=name)
+    for job in jobs:
+        queue.add(job)
+    path = tmp_path / f"{name}.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
+@pytest.fixture(autouse=True)
+def helpers_importable(monkeypatch):
+    """Runners started here validate ``queuehelp:…`` targets, so they must find the module."""
+    monkeypatch.setenv("PYTHONPATH", job_env()["PYTHONPATH"])
+    monkeypatch.syspath_prepend(HELPERS)
+
+
+def _reap(ref, timeout=30):
+    try:
+        psutil.Process(ref.pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def test_python_jobs_run_through_spacrq_run_with_partial_and_failure(tmp_path):
+    out = tmp_path / "plate1"
+    queue, path = _save(tmp_path, _py("measure", "measure_wells", writes=[str(out)]),
+                        _py("broken", "raise_value_error"),
+                        _sh("shell", "echo to stdout; echo to stderr >&2"))
+    result = run_queue(queue, path)
+    measure, broken, shell = queue.jobs
+    assert measure.status == "success" and measure.is_partial
+    assert measure.run_status["n_failed"] == 1 and measure.run_status["n_attempted"] == 3
+    assert broken.status == "failed" and broken.failure_kind == "ValueError"
+    assert "the plate map is missing column 'well'" in broken.error and broken.exit_code == 1
+    log = Path(shell.log_path).read_text()
+    assert "to stdout" in log and "to stderr" in log
+    assert [j.id for j in result.partial] == ["measure"]
+
+
+def test_a_job_that_never_ends_is_stopped_at_its_timeout(tmp_path):
+    queue, path = _save(tmp_path, _sh("forever", "sleep 60", timeout=0.5), _sh("next", "true"))
+    t0 = time.monotonic()
+    run_queue(queue, path)
+    assert time.monotonic() - t0 < 20
+    assert queue.jobs[0].status == "failed" and queue.jobs[0].failure_kind == "Timeout"
+    assert queue.jobs[1].status == "success"
+    assert "timeout" in Path(queue.jobs[0].log_path).read_text()
+
+
+def test_a_second_runner_on_the_same_file_is_refused_naming_the_first(tmp_path):
+    queue, path = _save(tmp_path, _sh("wait", "touch started; while [ ! -e go ]; do sleep 0.05;"
+                                              " done", cwd=str(tmp_path)))
+    ref = start_runner(path)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        state = runner_state(path)
+        assert state["alive"] and state["state"] == "running" and state["pid"] == ref.pid
+        with pytest.raises(QueueError, match=f"already being run by process {ref.pid}"):
+            serve(path, echo=False)
+        with pytest.raises(QueueError, match=f"process {ref.pid}"):
+            start_runner(path)
+        assert load_queue(path).jobs[0].status == "running"
+    finally:
+        (tmp_path / "go").write_text("")
+        _reap(ref)
+    state = runner_state(path)
+    assert state["state"] == "finished" and not state["alive"]
+    assert load_queue(path).jobs[0].status == "success"
+
+
+def test_stop_finishes_the_running_job_and_leaves_the_rest_not_run(tmp_path):
+    queue, path = _save(tmp_path, _sh("a", "touch started; while [ ! -e go ]; do sleep 0.05; done",
+                                      cwd=str(tmp_path)), _sh("b", "true"), _sh("c", "true"))
+    ref = start_runner(path)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        request_stop(path)
+        (tmp_path / "go").write_text("")
+    finally:
+        _reap(ref)
+    assert [j.status for j in load_queue(path).jobs] == ["success", "not_run", "not_run"]
+    assert runner_state(path)["state"] == "stopped"
+
+
+def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    out = tmp_path / "out"
+    queue, path = _save(tmp_path, _py("stubborn", "ignore_sigterm_forever", writes=[str(out)]),
+                        _sh("after", "true"))
+    ref = start_runner(path)
+    try:
+        wait_for(lambda: (out / "started").exists(), what="the job to start")
+        job_pid = int((out / "started").read_text())
+        request_stop(path, now=True)
+    finally:
+        _reap(ref)
+    jobs = load_queue(path).jobs
+    assert [j.status for j in jobs] == ["not_run", "not_run"]
+    assert jobs[0].error == CANCELLED
+    assert not is_alive(job_pid)
+    assert runner_state(path)["state"] == "aborted"
+    assert "were killed" in Path(jobs[0].log_path).read_text()
+
+
+def test_runner_killed_mid_job_then_resumed_completes_without_rerunning(tmp_path):
+    queue, path = _save(tmp_path, _sh("first", "echo run >> first.runs", cwd=str(tmp_path)),
+                        _sh("long", "if [ -e resumable ]; then exit 0; fi; touch resumable; "
+                                    "echo $$ > long.pid; exec sleep 60", cwd=str(tmp_path)),
+                        _sh("last", "true"))
+    ref = start_runner(path)
+    wait_for(lambda: (tmp_path / "long.pid").exists(), what="the long job to start")
+    orphan = int((tmp_path / "long.pid").read_text())
+    os.kill(ref.pid, signal.SIGKILL)
+    _reap(ref)
+    crashed = load_queue(path)  # the file always parses
+    assert [j.status for j in crashed.jobs] == ["success", "running", "pending"]
+    assert runner_state(path)["state"] == "crashed"
+    assert is_alive(orphan)  # the job outlived its runner…
+    result = resume_queue(path)
+    assert not is_alive(orphan)  # …and the resume stopped it before running the job again
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 3
+    assert (tmp_path / "first.runs").read_text() == "run\n"  # finished jobs are not rerun
+
+
+def test_runner_terminated_by_the_system_aborts_its_job_safely(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    queue, path = _save(tmp_path, _sh("a", "touch started; exec sleep 60", cwd=str(tmp_path)))
+    ref = start_runner(path)
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    os.kill(ref.pid, signal.SIGTERM)
+    _reap(ref)
+    assert load_queue(path).jobs[0].status == "not_run"
+    assert runner_state(path)["state"] == "aborted"
+
+
+def test_runner_log_and_state_live_in_the_logs_folder(tmp_path):
+    queue, path = _save(tmp_path, _sh("a", "true"))
+    ref = start_runner(path)
+    _reap(ref)
+    names = {p.name for p in logs_dir(path).iterdir()}
+    assert {"runner.json", "runner.lock", "runner.log", "01_a.log", "journal.jsonl"} <= names
+    assert runner_state(path)["state"] == "finished"
+    assert "1 ok" in (logs_dir(path) / "runner.log").read_text()
+
+
+def test_start_runner_on_a_missing_file_is_one_sentence(tmp_path):
+    with pytest.raises(QueueError, match="queue file not found"):
+        start_runner(tmp_path / "typo.queue.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_processes_a_job_leaves_behind_are_stopped_before_the_next_job(tmp_path):
+    queue, path = _save(tmp_path, _sh("leaky", "sleep 30 & echo $! > bg.pid", cwd=str(tmp_path)),
+                        _sh("next", "true"))
+    run_queue(queue, path)
+    background = int((tmp_path / "bg.pid").read_text())
+    assert not is_alive(background)
+    assert [j.status for j in queue.jobs] == ["success", "success"]
+    assert "left processes running" in Path(queue.jobs[0].log_path).read_text()

@@ -1,0 +1,147 @@
+"""Validation at the door: every problem at once, each with its fix."""
+from __future__ import annotations
+
+import pytest
+
+from spacrq.queue import Job, Queue, QueueError, plan, validate_job, validate_queue
+
+
+def _cmd(**kw):
+    kw.setdefault("settings", {"argv": ["true"]})
+    return Job(module="command", **kw)
+
+
+def _errors(problems):
+    return [p for p in problems if p.is_error]
+
+
+def test_unknown_module_is_refused_when_added():
+    with pytest.raises(QueueError, match="unknown module 'maks'"):
+        Queue().add(Job(module="maks"))
+
+
+def test_missing_settings_file_is_refused(tmp_path):
+    with pytest.raises(QueueError, match="settings file not found"):
+        Queue().add(Job(module="python", settings=str(tmp_path / "nope.csv")))
+
+
+def test_unreadable_settings_file_is_refused(tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text("{not json")
+    with pytest.raises(QueueError, match="not valid JSON"):
+        Queue().add(Job(module="python", settings=str(bad)))
+    csv = tmp_path / "s.csv"
+    csv.write_text("a;b\n1;2\n")
+    with pytest.raises(QueueError, match="Key,Value"):
+        Queue().add(Job(module="python", settings=str(csv)))
+
+
+def test_settings_csv_in_spacr_format_is_read(tmp_path):
+    csv = tmp_path / "s.csv"
+    csv.write_text("Key,Value\ntarget,json:dumps\nwrites,['/tmp/x']\n")
+    job = Queue().add(Job(module="python", settings=str(csv)))
+    from spacrq.queue import resolve_job_settings
+    assert resolve_job_settings(job)["writes"] == ["/tmp/x"]
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("nokey=1", "has no setting 'nokey'; use one of"),
+    ("argv", "is not key=value"),
+    ("argv=notalist", "is a list"),
+])
+def test_bad_overrides_are_refused(override, needle):
+    with pytest.raises(QueueError, match=needle):
+        Queue().add(_cmd(overrides=[override]))
+
+
+def test_overrides_are_coerced_to_the_default_type():
+    from spacrq.queue import resolve_job_settings
+    job = _cmd(overrides=['argv=["echo", "hi"]', "env={\"A\": \"1\"}"])
+    assert resolve_job_settings(job)["argv"] == ["echo", "hi"]
+    assert resolve_job_settings(job)["env"] == {"A": "1"}
+
+
+def test_dependency_rules_unknown_later_and_self():
+    queue = Queue()
+    queue.add(_cmd(id="a"))
+    with pytest.raises(QueueError, match="not a job in this queue"):
+        queue.add(_cmd(id="b", depends_on=["zzz"]))
+    with pytest.raises(QueueError, match="depends on itself"):
+        queue.add(_cmd(id="b", depends_on=["b"]))
+    queue.add(_cmd(id="b", depends_on=["a"]))
+    queue.move("a", +1)  # now a comes after b
+    found = validate_queue(queue)
+    assert any("comes later in the queue" in p.message and p.job_id == "b" for p in found)
+
+
+def test_cycles_are_reported():
+    queue = Queue(jobs=[_cmd(id="a", depends_on=["c"]), _cmd(id="b", depends_on=["a"]),
+                        _cmd(id="c", depends_on=["b"])])
+    cycles = [p for p in validate_queue(queue) if "cycle" in p.message]
+    assert len(cycles) == 1 and "a -> c -> b -> a" in cycles[0].message
+    assert all(p.is_error for p in cycles)
+
+
+def test_shared_ids_and_empty_queue():
+    assert "empty" in validate_queue(Queue())[0].message
+    found = validate_queue(Queue(jobs=[_cmd(id="a"), _cmd(id="a")]))
+    assert any("2 jobs share the id 'a'" in p.message for p in found)
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    queue = Queue(jobs=[
+        Job(module="maks", id="one"),
+        _cmd(id="two", settings={"argv": ["no-such-program-xyz"]}),
+        _cmd(id="three", depends_on=["ghost"]),
+        Job(module="python", id="four", settings=str(tmp_path / "missing.json")),
+        _cmd(id="fi/ve"),
+    ])
+    found = _errors(validate_queue(queue))
+    assert {p.job_id for p in found} == {"one", "two", "three", "four", "fi/ve"}
+    assert all(p.fix for p in found)
+
+
+def test_a_missing_input_an_upstream_job_writes_is_only_a_warning(tmp_path):
+    out = tmp_path / "plate1" / "masks"
+    queue = Queue()
+    queue.add(_cmd(id="mask", settings={"argv": ["true"], "writes": [str(tmp_path / "plate1")]}))
+    job = _cmd(id="measure", settings={"argv": ["true"], "inputs": [str(out)]},
+               depends_on=["mask"])
+    problems = validate_job(job, queue)
+    assert problems and not _errors(problems)
+    assert "not exist yet" in problems[0].message or "yet" in problems[0].message
+    queue.add(job)  # addable tonight
+
+
+def test_deferral_is_transitive_but_never_covers_a_misspelled_path(tmp_path):
+    queue = Queue()
+    queue.add(_cmd(id="mask", settings={"argv": ["true"], "writes": [str(tmp_path / "plate1")]}))
+    queue.add(_cmd(id="measure", depends_on=["mask"]))
+    chained = _cmd(id="classify", depends_on=["measure"],
+                   settings={"argv": ["true"], "inputs": [str(tmp_path / "plate1" / "db")]})
+    assert not _errors(validate_job(chained, queue))
+    typo = _cmd(id="typo", depends_on=["mask"],
+                settings={"argv": ["true"], "inputs": [str(tmp_path / "plaet1" / "db")]})
+    assert _errors(validate_job(typo, queue))
+    unchained = _cmd(id="loose", settings={"argv": ["true"],
+                                           "inputs": [str(tmp_path / "plate1" / "db")]})
+    assert _errors(validate_job(unchained, queue))
+
+
+def test_plan_lists_jobs_in_order_with_the_check():
+    queue = Queue(name="night")
+    queue.add(_cmd(id="a", settings={"argv": ["echo", "hi"]}, timeout=30))
+    queue.add(_cmd(id="b", depends_on=["a"], overrides=['argv=["true"]'], retries=2))
+    text = plan(queue)
+    assert text.index(" a ") < text.index(" b ")
+    assert "runs echo hi" in text and "after a" in text and "timeout 30s" in text
+    assert "up to 2 retries" in text and "no problems found" in text
+
+
+def test_a_chain_two_thousand_deep_validates_without_recursion_errors():
+    queue = Queue()
+    for i in range(2000):
+        queue.add(_cmd(depends_on=[f"command-{i}"] if i else []), validate=False)
+    assert not _errors(validate_queue(queue))
+    queue.jobs[0].depends_on = ["command-2000"]
+    assert any("cycle" in p.message for p in validate_queue(queue))

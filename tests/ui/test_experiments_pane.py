@@ -1,0 +1,383 @@
+"""The Experiments pane, driven as an operator drives it (pytest-qt, offscreen, no sleeps)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QPlainTextEdit, QSpinBox
+
+from spacrq.experiments.declarations import ExperimentSpec, declare_experiment
+from spacrq.experiments.errors import PROCESS_FILE
+from spacrq.experiments.runs import create_run
+from spacrq.procs import ProcessRef
+from spacrq.runfiles import write_json
+from spacrq.ui.experiments_form import ConfigForm, FormError
+from spacrq.ui.experiments_models import RunTableModel
+from spacrq.ui.experiments_pane import ExperimentsPane
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MANIFEST = {"module": "mylab.scan", "title": "Scan", "schema": {
+    "default": [{"name": "points", "dtype": "int", "default": 10, "min_value": 2,
+                 "max_value": 100, "description": "How many points."}],
+    "hwp": [
+        {"name": "start_deg", "dtype": "float", "default": 0.0, "unit": "deg", "min_value": 0.0,
+         "max_value": 360.0, "description": "First half-wave-plate angle."},
+        {"name": "mode", "dtype": "str", "default": "fast", "options": ["fast", "slow"]},
+        {"name": "serial", "dtype": "str", "default": "HWP-1", "read_only": True},
+        {"name": "targets", "dtype": "yaml", "default": [1, 2]},
+        {"name": "enabled", "dtype": "bool", "default": True},
+        {"name": "limit", "dtype": "float | None", "default": None},
+    ]}}
+
+
+@pytest.fixture
+def sweep(workspace):
+    run_root = workspace.experiments / "sweep" / "runs"
+    declare_experiment(workspace.root, ExperimentSpec(
+        "sweep", "spacrq.experiments.demo_sweep", sys.executable, str(ROOT), {}, str(run_root)))
+    run_root.mkdir(parents=True)
+    return run_root
+
+
+@pytest.fixture
+def pane(qtbot, workspace, sweep):
+    pane = ExperimentsPane(workspace)
+    qtbot.addWidget(pane)
+    yield pane
+    pane.shutdown()
+
+
+def _ready(qtbot, pane):
+    qtbot.waitUntil(lambda: "points" in pane.form.editors, timeout=20000)
+
+
+def _row(pane, run_id):
+    at = pane.runs.row_of(run_id)
+    return pane.runs.run_at(at) if at >= 0 else None
+
+
+def _state(pane, run_id):
+    row = _row(pane, run_id)
+    return row["state"] if row else None
+
+
+def _started(run_root: Path, run_id: str, steps: int, done: int, *, alive: bool, extra=()) -> Path:
+    run_dir = run_root / run_id
+    run_dir.mkdir()
+    lines = [{"event": "run_started", "ts": time.time() - 50, "total_steps": steps}]
+    for i in range(done):
+        lines += [{"event": "step_started", "ts": time.time() - 40 + i, "step_id": f"s{i}"},
+                  {"event": "step_completed", "ts": time.time() - 39.5 + i, "step_id": f"s{i}"}]
+    lines += [{"event": e, "ts": time.time()} for e in extra]
+    (run_dir / "journal.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ref = ProcessRef.of(os.getpid()) if alive else ProcessRef(2 ** 22 + 17, 1.0)
+    write_json(run_dir / PROCESS_FILE, ref.to_dict())
+    return run_dir
+
+
+# -- the form ----------------------------------------------------------------------
+
+def test_form_is_built_from_the_manifest_with_types_units_and_bounds(qtbot):
+    form = ConfigForm()
+    qtbot.addWidget(form)
+    form.build(MANIFEST)
+    editors = {key: e.editor for key, e in form.editors.items()}
+    assert list(editors) == ["points", "hwp.start_deg", "hwp.mode", "hwp.serial", "hwp.targets",
+                             "hwp.enabled", "hwp.limit"]
+    assert isinstance(editors["points"], QSpinBox)
+    assert (editors["points"].minimum(), editors["points"].maximum()) == (2, 100)
+    angle = editors["hwp.start_deg"]
+    assert isinstance(angle, QDoubleSpinBox) and angle.suffix() == " deg"
+    assert (angle.minimum(), angle.maximum()) == (0.0, 360.0)
+    assert "First half-wave-plate angle." in angle.toolTip()
+    assert isinstance(editors["hwp.mode"], QComboBox) and editors["hwp.mode"].count() == 2
+    assert isinstance(editors["hwp.serial"], QLineEdit) and not editors["hwp.serial"].isEnabled()
+    assert isinstance(editors["hwp.targets"], QPlainTextEdit)
+    assert isinstance(editors["hwp.enabled"], QCheckBox) and editors["hwp.enabled"].isChecked()
+    assert form.config() == {"points": 10, "hwp": {"start_deg": 0.0, "mode": "fast",
+                                                   "serial": "HWP-1", "targets": [1, 2],
+                                                   "enabled": True, "limit": 0.0}}
+
+
+def test_values_out_of_bounds_are_refused_at_entry(qtbot):
+    form = ConfigForm()
+    qtbot.addWidget(form)
+    form.build(MANIFEST)
+    points = form.editors["points"].editor
+    points.selectAll()
+    qtbot.keyClicks(points, "999")
+    qtbot.keyClick(points, Qt.Key.Key_Return)
+    assert 2 <= points.value() <= 100
+    angle = form.editors["hwp.start_deg"].editor
+    angle.selectAll()
+    qtbot.keyClicks(angle, "500")
+    qtbot.keyClick(angle, Qt.Key.Key_Return)
+    assert 0.0 <= angle.value() <= 360.0
+    angle.setValue(-20.0)  # even set from code, the bound holds
+    assert angle.value() == 0.0
+    form.editors["hwp.targets"].editor.setPlainText("[1, 2")
+    with pytest.raises(FormError, match="hwp.targets"):
+        form.config()
+
+
+def test_a_malformed_schema_is_one_sentence_not_a_traceback(qtbot):
+    form = ConfigForm()
+    qtbot.addWidget(form)
+    with pytest.raises(FormError, match="fix the module's manifest"):
+        form.build({"schema": {"g": [{"dtype": "int"}]}})
+
+
+# -- the run table ------------------------------------------------------------------
+
+def _rowdict(run_id, state="running", done=1, colour="#2471a3", badge="running"):
+    return {"run_id": run_id, "state": state, "badge": badge, "colour": colour, "done": done,
+            "total": 10, "eta": 30.0, "started": 1_796_000_000.0, "ended": None,
+            "failed_attempts": 0, "error": "", "step": None, "step_progress": None,
+            "pause_asked": False, "stop_asked": None, "control_problem": "", "reports": []}
+
+
+def test_run_table_changes_only_the_rows_that_changed(qtbot):
+    model = RunTableModel()
+    model.update([_rowdict("b"), _rowdict("a", "completed", 10, "#1e8449", "completed")])
+    changed, inserted = [], []
+    model.dataChanged.connect(lambda top, bottom: changed.append((top.row(), bottom.row())))
+    model.rowsInserted.connect(lambda _p, first, last: inserted.append((first, last)))
+    model.update([_rowdict("c"), _rowdict("b", done=2),
+                  _rowdict("a", "completed", 10, "#1e8449", "completed")])
+    assert inserted == [(0, 0)] and changed == [(1, 1)]
+    assert model.data(model.index(1, 2)) == "██░░░░░░░░ 2 / 10 steps · ETA 30 s"
+    assert model.data(model.index(2, 1)) == "completed"
+    dot = model.data(model.index(2, 1), Qt.ItemDataRole.DecorationRole)
+    assert dot.pixmap(12, 12).toImage().pixelColor(6, 6).name() == "#1e8449"
+    tint = model.data(model.index(2, 1), Qt.ItemDataRole.BackgroundRole).color()
+    assert tint.name() == QColor("#1e8449").lighter(185).name()
+    model.update([_rowdict("c")])
+    assert model.rowCount() == 1
+
+
+def test_buttons_follow_the_selected_runs_state(qtbot, pane, sweep):
+    create_run(sweep / "a_created", "{}\n", experiment="sweep")
+    _started(sweep, "b_completed", 2, 2, alive=False, extra=["run_completed"])
+    _started(sweep, "c_interrupted", 5, 2, alive=False)
+    _started(sweep, "d_running", 5, 2, alive=True)
+    qtbot.waitUntil(lambda: pane.runs.rowCount() == 4 and all(
+        r["state"] != "reading" for r in pane.runs.rows()), timeout=10000)
+    expected = {
+        "a_created": {"run", "duplicate", "rename", "reconfigure"},
+        "b_completed": {"duplicate"},
+        "c_interrupted": {"resume", "duplicate"},
+        "d_running": {"pause", "stop", "abort", "duplicate"},
+    }
+    for run_id, enabled in expected.items():
+        pane.table.selectRow(pane.runs.row_of(run_id))
+        qtbot.waitUntil(lambda: pane._row is not None and pane._row["run_id"] == run_id)
+        assert {k for k, b in pane.buttons.items() if b.isEnabled()} == enabled, run_id
+        assert pane.detail.add_note_button.isEnabled()
+    assert pane.buttons["pause"].text() == "Pause"
+    badge = pane.runs.data(pane.runs.index(pane.runs.row_of("c_interrupted"), 1))
+    assert badge == "interrupted"
+
+
+def test_notes_are_added_and_listed_with_author_and_time(qtbot, pane, sweep):
+    create_run(sweep / "tonight", "{}\n", experiment="sweep")
+    qtbot.waitUntil(lambda: pane.runs.rowCount() == 1, timeout=10000)
+    pane.table.selectRow(0)
+    qtbot.waitUntil(lambda: "No notes yet" in pane.detail.notes.toPlainText(), timeout=5000)
+    pane.detail.note_text.setPlainText("realigned the beam\nbefore the run")
+    qtbot.mouseClick(pane.detail.add_note_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "realigned the beam" in pane.detail.notes.toPlainText(), timeout=5000)
+    text = pane.detail.notes.toPlainText()
+    assert "before the run" in text
+    import getpass
+    assert getpass.getuser() in text and time.strftime("%Y-") in text
+    assert (sweep / "tonight" / "notes.txt").read_text().count("realigned the beam") == 1
+
+
+def test_records_plot_grows_on_one_curve(qtbot, pane, sweep):
+    run_dir = _started(sweep, "r", 10, 3, alive=True)
+
+    def add(indices):
+        with open(run_dir / "records.jsonl", "a") as f:
+            for i in indices:
+                f.write(json.dumps({"index": i, "provenance": {"params": {"x": i}},
+                                    "value": {"x": i, "signal": i * i}}) + "\n")
+
+    add(range(3))
+    qtbot.waitUntil(lambda: pane.runs.rowCount() == 1, timeout=10000)
+    pane.table.selectRow(0)
+    qtbot.waitUntil(lambda: pane.detail.plot.point_count() == 3, timeout=5000)
+    curve = pane.detail.plot.curve
+    assert pane.detail.plot.field == "value.signal"  # the measurement, not the echoed input
+    add(range(3, 5))
+    qtbot.waitUntil(lambda: pane.detail.plot.point_count() == 5, timeout=5000)
+    assert pane.detail.plot.curve is curve and len(pane.detail.plot.plot.listDataItems()) == 1
+    xs, ys = curve.getData()
+    assert list(xs) == [0, 1, 2, 3, 4] and list(ys) == [0, 1, 4, 9, 16]
+    assert pane.detail.records.rowCount() == 5
+    model = pane.detail.records
+    headers = [model.headerData(i, Qt.Orientation.Horizontal) for i in range(model.columnCount())]
+    assert headers == ["index", "step", "x", "signal"]
+    assert model.data(model.index(4, 3)) == "16"
+    pane.detail.plot.choose("value.x")
+    assert list(pane.detail.plot.curve.getData()[1]) == [0, 1, 2, 3, 4]
+
+
+def test_a_module_that_gives_no_manifest_is_said_inline(qtbot, workspace, tmp_path):
+    declare_experiment(workspace.root, ExperimentSpec(
+        "broken", "no_such_module_here", sys.executable, str(tmp_path), {}, str(tmp_path / "runs")))
+    pane = ExperimentsPane(workspace)
+    qtbot.addWidget(pane)
+    try:
+        qtbot.waitUntil(lambda: "exited with code" in pane.form_error.text(), timeout=20000)
+        assert not pane.create_and_run_button.isEnabled()
+    finally:
+        pane.shutdown()
+
+
+def test_shutdown_stops_both_pollers(qtbot, workspace):
+    pane = ExperimentsPane(workspace)
+    qtbot.addWidget(pane)
+    assert pane.poller.is_running() and pane.manifests.is_running()
+    pane.shutdown()
+    assert not pane.poller.is_running() and not pane.manifests.is_running()
+
+
+# -- a real run of the demo module --------------------------------------------------
+
+def test_a_demo_run_is_paused_continued_stopped_and_resumed_from_the_pane(qtbot, pane, sweep):
+    said = []
+    pane.notify.connect(said.append)
+    _ready(qtbot, pane)
+    pane.form.editors["points"].editor.setValue(16)
+    pane.form.editors["dwell"].editor.setValue(0.25)
+    pane.run_name.setText("night1")
+    qtbot.mouseClick(pane.create_and_run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: (_row(pane, "night1") or {}).get("done", 0) >= 2, timeout=20000)
+    assert pane._run_id == "night1"  # the new run is selected
+    row = _row(pane, "night1")
+    assert row["state"] == "running" and "ETA" in pane.runs.data(pane.runs.index(0, 2))
+    buttons = pane.buttons
+    qtbot.mouseClick(buttons["pause"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "night1") == "paused", timeout=10000)
+    assert buttons["pause"].text() == "Continue" and not buttons["resume"].isEnabled()
+    held = _row(pane, "night1")["done"]
+    assert 0 < pane.detail.plot.point_count() <= held
+    qtbot.mouseClick(buttons["pause"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "night1") == "running"
+                    and _row(pane, "night1")["done"] > held, timeout=10000)
+    qtbot.waitUntil(lambda: buttons["stop"].isEnabled(), timeout=5000)
+    qtbot.mouseClick(buttons["stop"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "night1") == "canceled", timeout=10000)
+    stopped_at = _row(pane, "night1")["done"]
+    assert stopped_at < 16
+    qtbot.waitUntil(lambda: buttons["resume"].isEnabled(), timeout=5000)
+    qtbot.mouseClick(buttons["resume"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "night1") == "completed", timeout=30000)
+    assert _row(pane, "night1")["done"] == 16
+    qtbot.waitUntil(lambda: pane.detail.records.rowCount() == 16, timeout=5000)
+    assert pane.detail.plot.point_count() == 16
+    indices = [pane.detail.records.data(pane.detail.records.index(i, 0)) for i in range(16)]
+    assert sorted(int(i) for i in indices) == list(range(16))  # every step recorded exactly once
+    assert "Step" in pane.detail.log.toPlainText() or pane.detail.log.toPlainText().strip()
+    assert not buttons["resume"].isEnabled() and buttons["duplicate"].isEnabled()
+    for outcome in ("paused", "canceled", "completed after 16 of 16 steps"):
+        assert any(f"run night1 {outcome}" in line for line in said), (outcome, said)
+    qtbot.waitUntil(lambda: pane.watch.started_running() == 0, timeout=10000)
+
+
+def test_abort_asks_first_and_then_interrupts_the_step(qtbot, pane, sweep, monkeypatch):
+    _ready(qtbot, pane)
+    pane.form.editors["points"].editor.setValue(5)
+    pane.form.editors["dwell"].editor.setValue(30.0)
+    pane.run_name.setText("long")
+    qtbot.mouseClick(pane.create_and_run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: (_row(pane, "long") or {}).get("step") is not None, timeout=20000)
+    qtbot.waitUntil(lambda: pane.buttons["abort"].isEnabled(), timeout=5000)
+    asked = []
+    monkeypatch.setattr(pane, "confirm_abort", lambda run_id: asked.append(run_id) or False)
+    qtbot.mouseClick(pane.buttons["abort"], Qt.MouseButton.LeftButton)
+    assert asked == ["long"] and not (sweep / "long" / "control.json").exists()
+    monkeypatch.setattr(pane, "confirm_abort", lambda run_id: True)
+    qtbot.mouseClick(pane.buttons["abort"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "long") == "aborted", timeout=20000)
+    qtbot.waitUntil(lambda: pane.buttons["resume"].isEnabled(), timeout=5000)
+    qtbot.waitUntil(lambda: not pane.watch.busy() and pane.watch.started_running() == 0,
+                    timeout=10000)
+
+
+def test_a_run_not_yet_started_is_renamed_reconfigured_and_duplicated(qtbot, pane, sweep):
+    create_run(sweep / "tonight", '{"points": 80, "dwell": 0.5}\n', experiment="sweep")
+    _ready(qtbot, pane)
+    qtbot.waitUntil(lambda: pane.runs.rowCount() == 1, timeout=10000)
+    pane.table.selectRow(0)
+    points = pane.form.editors["points"].editor
+    qtbot.waitUntil(lambda: points.value() == 80, timeout=5000)  # the form shows the run's own
+    points.setValue(120)
+    qtbot.mouseClick(pane.buttons["reconfigure"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "new configuration" in pane.message.text(), timeout=5000)
+    assert json.loads((sweep / "tonight" / "config.yaml").read_text())["points"] == 120
+    qtbot.mouseClick(pane.buttons["rename"], Qt.MouseButton.LeftButton)
+    assert "Type the new name" in pane.message.text()  # refused inline, nothing asked
+    pane.new_name.setText("../elsewhere")
+    qtbot.mouseClick(pane.buttons["rename"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "not a path" in pane.message.text(), timeout=5000)
+    pane.new_name.setText("friday")
+    qtbot.mouseClick(pane.buttons["rename"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: pane._run_id == "friday", timeout=5000)
+    assert not (sweep / "tonight").exists()
+    pane.new_name.setText("friday_copy")
+    qtbot.mouseClick(pane.buttons["duplicate"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: pane._run_id == "friday_copy", timeout=5000)
+    assert json.loads((sweep / "friday_copy" / "config.yaml").read_text())["points"] == 120
+    assert _state(pane, "friday_copy") == "created"
+
+
+def test_run_starts_a_created_run_with_its_own_configuration(qtbot, pane, sweep):
+    create_run(sweep / "quick", '{"points": 3, "dwell": 0.05}\n', experiment="sweep")
+    qtbot.waitUntil(lambda: pane.runs.rowCount() == 1, timeout=10000)
+    pane.table.selectRow(0)
+    qtbot.waitUntil(lambda: pane.buttons["run"].isEnabled(), timeout=5000)
+    qtbot.mouseClick(pane.buttons["run"], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _state(pane, "quick") == "completed", timeout=20000)
+    assert _row(pane, "quick")["done"] == 3 and _row(pane, "quick")["total"] == 3
+    assert not pane.buttons["rename"].isEnabled() and not pane.buttons["reconfigure"].isEnabled()
+    qtbot.waitUntil(lambda: pane.watch.started_running() == 0, timeout=10000)
+
+
+def test_a_module_that_hangs_on_manifest_times_out_inline(qtbot, workspace, tmp_path):
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(120)\n")
+    declare_experiment(workspace.root, ExperimentSpec(
+        "hangs", "hangs", sys.executable, str(tmp_path), {}, str(tmp_path / "runs")))
+    pane = ExperimentsPane(workspace, manifest_timeout=1.5)
+    qtbot.addWidget(pane)
+    try:
+        qtbot.waitUntil(lambda: "did not answer" in pane.form_error.text(), timeout=15000)
+        assert pane.poller.is_running()  # the run table went on meanwhile
+    finally:
+        pane.shutdown()
+
+
+def test_an_empty_workspace_says_where_to_declare_an_experiment(qtbot, workspace):
+    pane = ExperimentsPane(workspace)
+    qtbot.addWidget(pane)
+    try:
+        qtbot.waitUntil(lambda: "experiments.json" in pane.form._placeholder.text(), timeout=5000)
+        assert not pane.create_and_run_button.isEnabled() and pane.experiment_box.count() == 0
+    finally:
+        pane.shutdown()
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from CPython 3.12 on")
+def test_the_plot_keeps_none_alive_through_a_night_of_repaints(qtbot):
+    from spacrq.ui.experiments_plot import RecordsPlot
+    plot = RecordsPlot()
+    qtbot.addWidget(plot)
+    # PySide6 6.12 drops a reference to None per repaint; a night is ~10^5 of them
+    assert sys.getrefcount(None) > 2 ** 39
