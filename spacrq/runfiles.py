@@ -40,6 +40,7 @@ __all__ = [
     "CONTROL_FILE",
     "PROGRESS_FILE",
     "RunFileError",
+    "write_bytes",
     "write_text",
     "write_json",
     "read_json",
@@ -78,8 +79,8 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> Path:
-    """Replace ``path`` with ``text`` atomically.
+def write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
+    """Replace ``path`` with ``data`` atomically.
 
     ``durable=False`` skips the fsyncs: still atomic against a crashed
     process (readers never see half a file), but not against a power cut.
@@ -90,8 +91,8 @@ def write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> P
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -105,6 +106,11 @@ def write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> P
     if durable:
         _fsync_dir(target.parent)
     return target
+
+
+def write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> Path:
+    """Replace ``path`` with ``text`` (UTF-8) atomically; see :func:`write_bytes`."""
+    return write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def write_json(path: str | os.PathLike, document: Any, *, indent: int | None = 2,

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from spacrq.runfiles import write_bytes
 
 __all__ = ["create_group", "read_group_attrs", "create_array", "array_meta", "read_array",
            "write_chunk", "ZarrFormatError", "LEVEL"]
@@ -50,20 +50,7 @@ def _fill_value(dtype: np.dtype, doc: Any) -> Any:
 
 
 def _write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_bytes(path, data, durable=durable)
 
 
 def _write_json(path: Path, doc: dict) -> None:
