@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from spacrq.runfiles import read_json, write_json
+from spacrq.runfiles import write_json
 
 MARKER = "workspace.json"
 DEMO_SEEDERS = ("spacrq.queue.demo", "spacrq.blockwise.demo", "spacrq.experiments.demo")
@@ -75,6 +75,8 @@ def open_workspace(path: str | os.PathLike | None = None, *, demo: bool = True) 
     for folder in (ws.queues, ws.runs, ws.data, ws.experiments):
         folder.mkdir(parents=True, exist_ok=True)
     if fresh:
+        # Marked first: the seeders (and anything they run) find their workspace by it.
+        write_json(ws.marker, {"spacrq_workspace": 1, "demo": demo})
         if demo:
             for name in DEMO_SEEDERS:
                 try:
@@ -82,7 +84,4 @@ def open_workspace(path: str | os.PathLike | None = None, *, demo: bool = True) 
                     seeder.seed_demo(ws)
                 except Exception as exc:  # one broken demo must not stop the window
                     notes.append(f"the demo from {name} could not be set up: {exc}")
-        write_json(ws.marker, {"spacrq_workspace": 1, "demo": demo})
-    else:
-        read_json(ws.marker, default={})
     return ws, notes

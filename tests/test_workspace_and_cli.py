@@ -66,3 +66,12 @@ def test_python_dash_m_spacrq_version():
     out = subprocess.run([sys.executable, "-m", "spacrq", "--version"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("spacrq ")
+
+
+def test_the_demo_workspace_holds_a_queue_a_finished_blockwise_run_and_an_experiment(tmp_path):
+    ws, notes = workspace.open_workspace(tmp_path / "demo", demo=True)
+    assert notes == []
+    assert list(ws.queues.glob("*.queue.json"))
+    stores = [p for p in ws.runs.iterdir() if (p / "runs.jsonl").is_file()]
+    assert stores, "the demo's blockwise run must be where the Run Report pane looks"
+    assert (ws.experiments / "experiments.json").is_file()
