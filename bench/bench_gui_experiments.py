@@ -90,6 +90,11 @@ def writer(run_root: str, runs: int, history: int, step: float, seconds: float) 
         time.sleep(max(0.0, step - (time.monotonic() - tick)))
 
 
+#: seconds after opening the pane that count as its opening (first paint, first read
+#: of every run's history); stalls after it are the steady state an operator lives in
+SETTLE = 2.0
+
+
 def measure(pane_factory, seconds: float, select: str | None, app, verbose: bool = False) -> dict:
     """Run the event loop for ``seconds`` with a 5 ms timer; how late was it?"""
     from PySide6.QtCore import QElapsedTimer, QTimer
@@ -99,7 +104,7 @@ def measure(pane_factory, seconds: float, select: str | None, app, verbose: bool
     clock.start()
     last = [clock.nsecsElapsed()]
 
-    stalls: list[tuple[float, float]] = []
+    stalls: list[tuple[float, float]] = []  # (seconds into the phase, ms late)
 
     def tick() -> None:
         now = clock.nsecsElapsed()
@@ -165,7 +170,9 @@ def measure(pane_factory, seconds: float, select: str | None, app, verbose: bool
     def pct(values, q):
         return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
+    settled = [late for at, late in stalls if at > SETTLE]
     return {"ticks": len(lateness), "max_ms": lateness[-1] if lateness else float("nan"),
+            "settled_over_50": len(settled), "settled_max_ms": max(settled, default=0.0),
             "p99_ms": pct(lateness, 0.99), "over_50": sum(1 for v in lateness if v > 50),
             "snapshots": len(handled), "handle_max_ms": handled[-1] if handled else float("nan"),
             "handle_p50_ms": pct(handled, 0.5), "rows": rows, "points": points,
@@ -232,7 +239,9 @@ def main(argv=None) -> int:
           "(stalls count the machine's other work too; CPU figures do not)")
     print(f"{'':28}{'idle workspace':>16}{'20 live runs':>16}{'ratio':>8}")
     for key, label in (("max_ms", "max loop stall (ms)"), ("p99_ms", "p99 loop stall (ms)"),
-                       ("over_50", "stalls over 50 ms"), ("handle_max_ms", "snapshot handling max (ms)"),
+                       ("over_50", "stalls over 50 ms"),
+                       ("settled_over_50", f"  of them after {SETTLE:g} s"),
+                       ("settled_max_ms", f"max stall after {SETTLE:g} s (ms)"), ("handle_max_ms", "snapshot handling max (ms)"),
                        ("handle_p50_ms", "snapshot handling p50 (ms)"), ("snapshots", "snapshots"),
                        ("gui_busy", "GUI thread CPU (ms per s)"),
                        ("first_poll_ms", "first poll CPU (ms)"),
@@ -243,7 +252,9 @@ def main(argv=None) -> int:
         ratio = f"{b / a:8.1f}" if isinstance(a, (int, float)) and a and a == a else f"{'':8}"
         print(f"{label:28}{a:16.1f}{b:16.1f}{ratio}")
     verdict = "met" if live["over_50"] == 0 else "NOT met"
-    print(f"target (no stall over 50 ms with {args.runs} live runs): {verdict}")
+    settled = "met" if live["settled_over_50"] == 0 else "NOT met"
+    print(f"target (no stall over 50 ms with {args.runs} live runs): {verdict} over the whole "
+          f"phase; {settled} once open (after {SETTLE:g} s)")
     return 0
 
 

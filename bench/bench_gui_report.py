@@ -44,22 +44,6 @@ WORKERS = 4
 HZ = 2.0
 
 
-def pin_singletons() -> None:
-    """Keep PySide6 6.12 on CPython 3.11 from aborting the benchmark.
-
-    That pairing returns ``None`` from every void Qt method without adding a
-    reference (checked: ``QLabel.setText`` drops None's refcount by one per
-    call), so after a few thousand calls CPython aborts with ``none_dealloc``.
-    From 3.12 on None is immortal and this does nothing.  The window needs
-    the same guard (or Python >= 3.12); see the Run Report pane's report.
-    """
-    if sys.version_info >= (3, 12):
-        return
-    import ctypes
-    for singleton in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(singleton)).value += 1 << 40
-
-
 def _burst_sizes(rng, snapshots: int, completions: int) -> np.ndarray:
     """Completions per snapshot: mostly steady, now and then a burst of hundreds."""
     sizes = rng.poisson(max(completions / snapshots * 0.8, 0.1), snapshots).astype(np.int64)
@@ -247,7 +231,6 @@ def main(argv=None) -> int:
         _, _, store, start, seq, t0, seconds = sys.argv
         writer_main(store, int(start), int(seq), float(t0), float(seconds))
         return 0
-    pin_singletons()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=12.0, help="how long the pane follows each run")
     args = parser.parse_args(argv)

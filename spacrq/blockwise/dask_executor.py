@@ -82,6 +82,8 @@ def run_dask(run, cluster) -> None:
     from distributed import wait
     from distributed.client import FutureCancelledError
 
+    from spacrq.blockwise.local import dispatch_finished
+
     try:
         from distributed.scheduler import KilledWorker
     except ImportError:  # pragma: no cover - older distributed
@@ -114,12 +116,7 @@ def run_dask(run, cluster) -> None:
                     future = client.submit(run_blocks, setups[tr.task.task_id], ids, pure=False)
                     inflight[future] = (tr, ids, time.time())
             if not inflight:
-                if run.schedule.finished() or stopping:
-                    return
-                if run.schedule.stalled():
-                    run.unstall()
-                    continue
-                if not any(tr.sched.ready for tr in run.tasks):
+                if dispatch_finished(run, stopping):
                     return
                 continue
             done, _ = wait(list(inflight), timeout=0.25, return_when="FIRST_COMPLETED")

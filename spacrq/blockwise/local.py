@@ -373,12 +373,7 @@ class LocalPool:
             self.release_idle()
             live = [h for h in self.workers if not h.gone]
             if not live:
-                if run.schedule.finished() or run.stopping():
-                    return
-                if run.schedule.stalled():
-                    run.unstall()
-                    continue
-                if not any(tr.sched.ready for tr in run.tasks):
+                if dispatch_finished(run, run.stopping()):
                     return
                 continue
             conns = {h.from_worker: h for h in live}
@@ -420,6 +415,23 @@ class LocalPool:
                 except subprocess.TimeoutExpired:
                     pass
                 self.lost(handle, None)
+
+
+def dispatch_finished(run, stopping: bool) -> bool:
+    """With no block in flight: whether an executor's dispatch loop is over (else go round again).
+
+    Over when every task is resolved, a stop was asked for, or nothing is
+    ready to send.  A stalled schedule (blocks left, none ready, none
+    running: a dependency that can never be met) is unstuck first, so it
+    ends as abandoned blocks, never as a hang.  Shared by the local and the
+    dask executor, which must end their runs on the same terms.
+    """
+    if run.schedule.finished() or stopping:
+        return True
+    if run.schedule.stalled():
+        run.unstall()
+        return False
+    return not any(tr.sched.ready for tr in run.tasks)
 
 
 def _describe_exit(code) -> str:

@@ -75,22 +75,10 @@ def _from_runs_file(path: Path, notes: list[str]) -> TaskReport | None:
     runs = tail.read()
     if tail.bad_lines:
         notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped")
-    if _ends_torn(path):
+    if tail.torn:
         notes.append(f"the last line of {path} is cut off (a run stopped while writing its "
                      "report); the runs before it are shown")
     return runs[-1] if runs else None
-
-
-def _ends_torn(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            if handle.tell() == 0:
-                return False
-            handle.seek(-1, 2)
-            return handle.read(1) != b"\n"
-    except OSError:
-        return False
 
 
 def collect(path: Path, notes: list[str],

@@ -31,7 +31,7 @@ from spacrq.experiments.launch import (abort_run, continue_run, pause_run, resum
                                        stop_run)
 from spacrq.experiments.manifest import read_dotenv, read_manifest, run_environment
 from spacrq.experiments.notes import add_note, notes_of
-from spacrq.experiments.replay import RecordsTail, RunWatch
+from spacrq.experiments.replay import JournalReplay, RecordsTail, RunWatch
 from spacrq.experiments.runs import (config_text_of, create_run, duplicate_run, kept_log,
                                      new_run_id, reconfigure_run, rename_run, report_of,
                                      run_config_of, run_dir_of, runs_of)
@@ -39,7 +39,7 @@ from spacrq.runfiles import TextTail
 
 __all__ = [
     "BADGES", "LIVE_STATES", "badge", "buttons_for", "eta_seconds", "format_duration",
-    "numeric_fields", "field_value", "plot_columns", "run_row", "reading_row", "ExperimentsWatch", "ManifestAsker",
+    "numeric_fields", "field_value", "plot_columns", "run_row", "reading_row", "environment_check", "ExperimentsWatch", "ManifestAsker",
 ]
 
 # -- the pane's decisions ------------------------------------------------------
@@ -277,6 +277,13 @@ class _Detail:
         self.records = RecordsTail(self.run_dir)
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def log_of(run_dir: Path, row: Mapping[str, Any]) -> Path | None:
     """The log of the process that last ran the run: the one spacrq recorded, else the kept one."""
     recorded = row.get("log")
@@ -393,7 +400,9 @@ class ExperimentsWatch:
     id looked at).  The snapshot holds the declarations, one row per run of
     the experiment (newest first), the looked-at run's new records, new log
     text, and its notes, configuration and report when they changed, and the
-    outcome of every request carried out since the last poll.
+    outcome of every request carried out since the last poll.  ``more`` says
+    a history is still being read (in chunks, a few polls long): the pane
+    polls again at once instead of waiting the interval.
     """
 
     #: seconds between rescans of the run root for new run directories
@@ -401,13 +410,17 @@ class ExperimentsWatch:
     #: seconds one poll may spend reading runs it has not read before; the
     #: rest wait for the next poll, so twenty runs hours in do not hold the
     #: interpreter (and with it the window) for seconds at once
-    FIRST_READ_BUDGET = 0.15
+    FIRST_READ_BUDGET = 0.05
+    #: bytes of history read at a time: between two chunks the GUI thread gets
+    #: the interpreter back, so a long history never holds it for long
+    CHUNK = 128 * 1024
 
     def __init__(self, workspace_root: str | os.PathLike, *,
                  clock: Callable[[], float] = time.time, actions: Mapping[str, Callable] | None = None) -> None:
         self.root = Path(workspace_root)
         self.clock = clock
         self._watches: dict[Path, RunWatch] = {}
+        self._caught_up: set[Path] = set()  # runs whose history has been read once
         self._detail: _Detail | None = None
         self._pending: collections.deque = collections.deque()
         self._lock = threading.Lock()
@@ -518,6 +531,25 @@ class ExperimentsWatch:
             self._run_dirs = runs_of(run_root)
         return self._run_dirs
 
+    def _catch_up(self, watch: RunWatch, deadline: float) -> bool:
+        """Read a new run's journal history chunk by chunk until it is read or ``deadline``
+        (one chunk at least).  :returns: True when the history is read."""
+        tail = watch.journal_tail
+        while True:
+            try:
+                size = tail.path.stat().st_size
+            except OSError:
+                return True  # nothing journaled yet: status() says what it is
+            if tail.offset >= size:
+                return True
+            events = tail.read(max_bytes=self.CHUNK)
+            if tail.restarted:
+                watch.replay = JournalReplay()
+            watch.replay.feed(events)
+            time.sleep(0)  # hand the interpreter to the GUI thread between chunks
+            if time.monotonic() > deadline and tail.offset < size:
+                return False
+
     def _watch(self, run_dir: Path) -> RunWatch:
         watch = self._watches.get(run_dir)
         if watch is None:
@@ -548,17 +580,22 @@ class ExperimentsWatch:
         run_dirs = self._list_runs(run_root, force=bool(pending or finished))
         for gone in [p for p in self._watches if p not in set(run_dirs)]:
             del self._watches[gone]
+            self._caught_up.discard(gone)
         now = self.clock()
         rows = []
-        budget = time.monotonic() + self.FIRST_READ_BUDGET
-        first_reads = 0
+        deadline = time.monotonic() + self.FIRST_READ_BUDGET
+        read_history = False
         for run_dir in run_dirs:
-            if run_dir not in self._watches:
-                if first_reads and time.monotonic() > budget:
+            watch = self._watch(run_dir)
+            if run_dir not in self._caught_up:
+                # one history a poll at least, so every run is read in the end
+                if (read_history and time.monotonic() > deadline) or \
+                        not self._catch_up(watch, deadline):
+                    read_history = True
                     rows.append(reading_row(run_dir.name))
                     continue
-                first_reads += 1  # at least one a poll, so every run is read in the end
-            watch = self._watch(run_dir)
+                read_history = True
+                self._caught_up.add(run_dir)
             status = watch.status()
             rows.append(run_row(status, watch.progress(status), now))
             time.sleep(0)  # hand the interpreter to the GUI thread between runs
@@ -568,19 +605,32 @@ class ExperimentsWatch:
         by_id = {row["run_id"]: row for row in rows}
         if chosen in by_id:
             snapshot["detail"] = self._read_detail(run_root / chosen, by_id[chosen])
+            snapshot["more"] = snapshot["more"] or snapshot["detail"]["more_records"]
         else:
             self._detail = None
         return snapshot
+
+    def _new_records(self, records: RecordsTail) -> tuple[list[dict[str, Any]], bool]:
+        """Records committed since the last poll, at most :attr:`CHUNK` bytes of them
+        (a long run's thousands of records reach the window over a few polls)."""
+        new = [r for r in records.tail.read(max_bytes=self.CHUNK) if isinstance(r, dict)]
+        restarted = records.tail.restarted
+        if restarted:
+            records.records = []
+        records.records.extend(new)
+        return new, restarted
 
     def _read_detail(self, run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
         """New records and log text; notes, configuration and report when they changed."""
         detail = self._detail
         if detail is None or detail.run_dir != run_dir:
             detail = self._detail = _Detail(run_dir)
-        records, restarted = detail.records.refresh()
+        records, restarted = self._new_records(detail.records)
         out: dict[str, Any] = {"run_id": run_dir.name, "records": records,
                                "plot": plot_columns(records),
-                               "records_reset": restarted or detail.first}
+                               "records_reset": restarted or detail.first,
+                               "more_records": detail.records.tail.offset < _size(
+                                   detail.records.tail.path)}
         log_path = log_of(run_dir, row)
         if log_path != detail.log_path or detail.first:
             detail.log_path = log_path
@@ -608,6 +658,22 @@ class ExperimentsWatch:
             out["report"] = report
         detail.first = False
         return out
+
+
+def environment_check(manifest: Mapping[str, Any], env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The variables the module says a run reads, each with whether the run would get it.
+
+    ``env`` is the run's environment (bench, ``.env``, declaration); a
+    required variable missing from it is a run that will fail at its first
+    step, better said before it is started.
+    """
+    out = []
+    for entry in manifest.get("environment") or []:
+        if isinstance(entry, Mapping) and entry.get("name"):
+            name = str(entry["name"])
+            out.append({"name": name, "description": str(entry.get("description") or ""),
+                        "required": bool(entry.get("required", True)), "set": bool(env.get(name))})
+    return out
 
 
 class ManifestAsker:
@@ -638,6 +704,7 @@ class ManifestAsker:
             env = run_environment(spec, os.environ, dotenv)
             kwargs = {"timeout": self.timeout} if self.timeout else {}
             out["manifest"] = read_manifest(spec, env=env, **kwargs)
+            out["environment"] = environment_check(out["manifest"], env)
         except Exception as exc:  # said inline beside the form
             out["error"] = str(exc) or type(exc).__name__
         return out

@@ -56,7 +56,11 @@ def _label(text: str = "", *, wrap: bool = True, name: str = "") -> QLabel:
 
 
 class ExperimentsPane(QWidget):
-    """The pane the main window shows under *Experiments*."""
+    """The pane the main window shows under *Experiments*.
+
+    ``interval`` is the run table's refresh (2 Hz); ``manifest_timeout`` how
+    long a module may take to say what it takes (tests shorten both).
+    """
 
     notify = Signal(str)
 
@@ -97,6 +101,8 @@ class ExperimentsPane(QWidget):
         self.reload_button.clicked.connect(self._ask_manifest)
         self.declaration = _label(name="declaration")
         self.declaration.setStyleSheet("color: #566573;")
+        self.environment = _label(name="environment")
+        self.environment.setVisible(False)
         self.form = ConfigForm()
         self.form_error = _label(name="form-error")
         self.form_error.setStyleSheet("color: #c0392b;")
@@ -127,6 +133,7 @@ class ExperimentsPane(QWidget):
         left_layout = QVBoxLayout(left)
         left_layout.addLayout(top)
         left_layout.addWidget(self.declaration)
+        left_layout.addWidget(self.environment)
         left_layout.addWidget(scroll, 1)
         left_layout.addWidget(self.form_error)
         left_layout.addLayout(create_row)
@@ -253,6 +260,8 @@ class ExperimentsPane(QWidget):
         self._manifest_for = None
         self.form.clear(f"Asking {self._experiment} what it takes …")
         self.form_error.setText("")
+        self.environment.setText("")
+        self.environment.setVisible(False)
         self._set_form_enabled(False)
         self.manifests.request(experiment=self._experiment, ask=self._ask)
 
@@ -271,11 +280,26 @@ class ExperimentsPane(QWidget):
             return
         self._manifest_for = self._experiment
         self._set_form_enabled(True)
+        self._show_environment(answer.get("environment") or [])
         title = answer["manifest"].get("title")
         if title:
             self.create_and_run_button.setToolTip(f"Start a new run of {title} with this configuration")
         self._config_for = None
         self._fill_form_from_run()
+
+    def _show_environment(self, variables: list[dict[str, Any]]) -> None:
+        """What the module reads from its environment, and what a run would lack."""
+        missing = [v["name"] for v in variables if v["required"] and not v["set"]]
+        lines = [f"{html.escape(v['name'])}{'' if v['set'] else ' (not set)'}"
+                 + (f" — {html.escape(v['description'])}" if v["description"] else "")
+                 for v in variables]
+        text = ("<br>reads " + "; ".join(lines)) if lines else ""
+        if missing:
+            text += ("<br><span style='color:#c0392b'>" + html.escape(", ".join(missing))
+                     + " must be set for a run: add it to the declaration's env or the "
+                       "module's .env</span>")
+        self.environment.setText(text[4:] if text else "")
+        self.environment.setVisible(bool(text))
 
     def _fill_form_from_run(self) -> None:
         """Show a not-yet-started run's own configuration in the form, once per selection,
@@ -305,7 +329,6 @@ class ExperimentsPane(QWidget):
         name = self.run_name.text().strip()
         self.watch.submit("create", experiment=self._experiment, run_id=name or None,
                           config=config, start=start)
-        self.run_name.clear()
         self._say(("Starting" if start else "Creating") + f" a run of {self._experiment} …")
         self.poller.poll_now()
 
@@ -405,6 +428,9 @@ class ExperimentsPane(QWidget):
             self._say(message.get("text", ""), ok=bool(message.get("ok")))
             if message.get("ok") and message.get("select"):
                 self._want_select = message["select"]
+            if message.get("ok") and message.get("action") == "create" \
+                    and self.run_name.text().strip() == message.get("run_id"):
+                self.run_name.clear()  # kept when refused, to be corrected
         if snap["experiment"] != self._experiment:
             return  # a snapshot taken before the operator chose another experiment
         if snap.get("more"):

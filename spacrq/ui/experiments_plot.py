@@ -7,7 +7,6 @@ a plot of a ten-hour run as quick to draw as one of a minute.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -15,29 +14,6 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 
-
-_NONE_KEPT = False
-
-
-def keep_none_alive() -> None:
-    """Work around PySide6 6.12 on CPython 3.11 losing a reference to ``None``.
-
-    Each return from a Python override of a void C++ virtual — every
-    pyqtgraph ``paint``/``paintEvent`` — drops one reference to ``None``; a
-    plot redrawn twice a second uses up ``None``'s few thousand references
-    within minutes and the interpreter aborts (``none_dealloc``), taking the
-    window with it.  CPython 3.12 makes ``None`` immortal; on 3.11 the same
-    is done by giving it a reference count no night can use up.  Done once
-    per process, before the first plot.  (Belongs in the application's
-    start-up; asked for in the closing note.)
-    """
-    global _NONE_KEPT
-    if _NONE_KEPT or sys.version_info >= (3, 12):
-        return
-    import ctypes
-
-    ctypes.c_ssize_t.from_address(id(None)).value += 1 << 40
-    _NONE_KEPT = True
 
 
 class _Series:
@@ -69,7 +45,6 @@ class RecordsPlot(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        keep_none_alive()
         self.chooser = QComboBox()
         self.chooser.setObjectName("plot-field")
         self.chooser.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)

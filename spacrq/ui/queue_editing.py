@@ -2,10 +2,10 @@
 
 A mixin of :class:`spacrq.ui.queue_pane.QueuePane`, kept apart so the pane
 itself stays about layout and snapshots.  Every edit first asks
-:func:`spacrq.queue.watch.edit_refusal`: while a runner owns the file the
+:func:`spacrq.queue.pane_rules.edit_refusal`: while a runner owns the file the
 editor refuses with a sentence instead of writing over the night's state.
 Saving is done by the poller thread (a 2000-job save is fsync'd); the answer
-comes back as an :class:`~spacrq.queue.watch.ActionResult`.
+comes back as an :class:`~spacrq.queue.watch_actions.ActionResult`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from PySide6.QtWidgets import QFileDialog
 
 from spacrq.queue.model import Queue
 from spacrq.queue.validate import validate_job
-from spacrq.queue.watch import edit_refusal, rows_of
+from spacrq.queue.pane_rules import edit_refusal
+from spacrq.queue.watch_rows import rows_of
 
 
 class QueueEditing:

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QGroupBox, Q
 
 from spacrq.modules import ModuleError, registry, resolve_module
 from spacrq.queue.model import Job
-from spacrq.queue.watch import parse_after, parse_overrides, parse_timeout
+from spacrq.queue.pane_rules import parse_after, parse_overrides, parse_timeout
 
 
 #: module -> (its main setting, field caption, hint): typed straight into the

@@ -3,7 +3,7 @@
 The runner rewrites the queue file at every transition; a model that reset
 itself on each poll would lose the operator's selection and scroll position
 and repaint 2000 rows to show one status change.  :meth:`QueueTableModel.
-set_rows` asks :func:`spacrq.queue.watch.diff_rows` for the smallest change
+set_rows` asks :func:`spacrq.queue.watch_rows.diff_rows` for the smallest change
 and emits exactly that: ``beginInsertRows`` for new jobs, ``beginRemoveRows``
 for removed ones, ``dataChanged`` for the rows whose content differs.  The
 time column of a running job ticks through :meth:`tick`, which touches only
@@ -11,7 +11,6 @@ running rows.
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Sequence
 
@@ -19,7 +18,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor, QFont, QPalette, QPen
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from spacrq.queue.watch import JobRow, RowDiff, diff_rows, status_text, time_text
+from spacrq.queue.watch_rows import JobRow, RowDiff, diff_rows, time_text
 
 COLUMNS = ("#", "Job", "Module", "Label", "After", "Status", "Time", "Log")
 COL_NUMBER, COL_JOB, COL_MODULE, COL_LABEL, COL_AFTER, COL_STATUS, COL_TIME, COL_LOG = range(8)
@@ -44,6 +43,15 @@ STATUS_LOOK = {
     "skipped": ("#5b2a86", "#e8dcf4"),
     "not run": ("#3c3c3c", "#e2e2e2"),
 }
+
+
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
+_BACKGROUND = int(Qt.ItemDataRole.BackgroundRole)
+_FONT = int(Qt.ItemDataRole.FontRole)
+_ALIGNMENT = int(Qt.ItemDataRole.TextAlignmentRole)
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
 
 def _status_tip(row: JobRow) -> str:
@@ -104,48 +112,34 @@ class QueueTableModel(QAbstractTableModel):
             return HEADER_TIPS.get(section)
         return None
 
-    def data(self, index: QModelIndex | QPersistentModelIndex,
-             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = _DISPLAY) -> Any:
+        """Cell contents; the hot path of painting, so roles are plain ints and
+        texts come precomputed (:attr:`JobRow.cells`)."""
+        if role == _DISPLAY:
+            row = self._rows[index.row()]
+            col = index.column()
+            return time_text(row, self._now) if col == COL_TIME else row.cells[col]
+        if role == _FOREGROUND or role == _BACKGROUND:
+            if index.column() != COL_STATUS:
+                return None
+            fg, bg = self._looks.get(self._rows[index.row()].cells[COL_STATUS], (None, None))
+            return fg if role == _FOREGROUND else bg
+        if role == _ALIGNMENT:
+            return _RIGHT if index.column() in (COL_NUMBER, COL_TIME) else None
+        if role == _FONT:
+            if index.column() == COL_STATUS and self._rows[index.row()].status == "running":
+                return self._bold
             return None
-        row = self._rows[index.row()]
-        col = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._text(row, col)
-        if role == Qt.ItemDataRole.ToolTipRole:
+        if role == _TOOLTIP:
+            row = self._rows[index.row()]
+            col = index.column()
             if col == COL_STATUS:
                 return _status_tip(row) or None
             if col == COL_LOG:
                 return row.log_path or None
             if col == COL_LABEL:
                 return row.label or None
-            return None
-        if col == COL_STATUS and role in (Qt.ItemDataRole.ForegroundRole,
-                                           Qt.ItemDataRole.BackgroundRole):
-            fg, bg = self._looks.get(status_text(row), (None, None))
-            return fg if role == Qt.ItemDataRole.ForegroundRole else bg
-        if role == Qt.ItemDataRole.FontRole and col == COL_STATUS and row.status == "running":
-            return self._bold
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_NUMBER, COL_TIME):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
-
-    def _text(self, row: JobRow, col: int) -> str:
-        if col == COL_NUMBER:
-            return str(row.number)
-        if col == COL_JOB:
-            return row.job_id
-        if col == COL_MODULE:
-            return row.module
-        if col == COL_LABEL:
-            return row.label
-        if col == COL_AFTER:
-            return row.after
-        if col == COL_STATUS:
-            return status_text(row)
-        if col == COL_TIME:
-            return time_text(row, self._now)
-        return os.path.basename(row.log_path) if row.log_path else ""
 
     # -- changing -------------------------------------------------------------
 

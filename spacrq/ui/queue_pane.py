@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
                                QWidget)
 
 from spacrq.queue.model import Queue
-from spacrq.queue.watch import (PaneState, QueueSnapshot, QueueWatch, controls_for,
-                                progress_of, queue_to_open)
+from spacrq.queue.pane_rules import PaneState, controls_for, queue_to_open
+from spacrq.queue.watch import QueueSnapshot, QueueWatch
+from spacrq.queue.watch_rows import progress_of
 from spacrq.ui.poller import Poller
 from spacrq.ui.queue_editing import QueueEditing
 from spacrq.ui.queue_editor import JobEditor

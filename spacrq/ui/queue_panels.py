@@ -2,7 +2,7 @@
 
 Both only display what the poller already read; neither touches a file.
 The log view is bounded twice — each poll hands it at most a few tens of
-kilobytes (see :func:`spacrq.queue.watch.trim_log`) and the view keeps a fixed
+kilobytes (see :func:`spacrq.queue.watch_log.trim_log`) and the view keeps a fixed
 number of lines — so a job writing hundreds of megabytes of log costs the
 window the same as one writing a page.
 """

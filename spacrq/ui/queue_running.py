@@ -3,7 +3,7 @@
 A mixin of :class:`spacrq.ui.queue_pane.QueuePane`.  Nothing here waits on
 a process or writes a file: each button asks the poller, which saves,
 checks, starts the detached runner or writes ``control.json`` on its own
-thread, and reports back an :class:`~spacrq.queue.watch.ActionResult`.
+thread, and reports back an :class:`~spacrq.queue.watch_actions.ActionResult`.
 The one question the pane ever asks is here: abort the running job now?
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 
 from PySide6.QtWidgets import QMessageBox
 
-from spacrq.queue.watch import progress_of
+from spacrq.queue.watch_rows import progress_of
 
 
 class QueueRunning:
@@ -47,11 +47,8 @@ class QueueRunning:
         """Ask the runner to start no job after the running one."""
         if not self.runner_alive:
             return
-        self._token += 1
-        self.poller.request(stop=(self._token, False))
-        self.runner = dict(self.runner, stop="after_job")
-        self.show_message("info", "Stop asked: the running job finishes, then no other starts.")
-        self._update_controls()
+        self._ask_runner(now=False, level="info",
+                         message="Stop asked: the running job finishes, then no other starts.")
 
     def _ask_abort(self) -> bool:
         """The one deliberate question: killing a job loses its work in progress."""
@@ -65,12 +62,22 @@ class QueueRunning:
         return answer == QMessageBox.StandardButton.Abort
 
     def abort(self) -> None:
+        """Ask the runner to stop the running job now, once the operator confirms."""
         if not self.runner_alive or not self._ask_abort():
             return
+        self._ask_runner(now=True, level="warning",
+                         message="Abort asked: the running job is being stopped now.")
+
+    def _ask_runner(self, now: bool, level: str, message: str) -> None:
+        """Have the poller write the stop request; show it as asked at once.
+
+        The request is marked on the pane's copy of the runner state right
+        away, so Stop is not offered twice while the poller writes it.
+        """
         self._token += 1
-        self.poller.request(stop=(self._token, True))
-        self.runner = dict(self.runner, stop="abort")
-        self.show_message("warning", "Abort asked: the running job is being stopped now.")
+        self.poller.request(stop=(self._token, now))
+        self.runner = dict(self.runner, stop="abort" if now else "after_job")
+        self.show_message(level, message)
         self._update_controls()
 
     def _acted(self, result) -> None:
@@ -142,12 +149,26 @@ class QueueRunning:
                 text += " — abort asked"
         elif r.get("state"):
             text = f"Runner: {r['state']}"
-            stamp = r.get("finished_at") or r.get("heartbeat_at")
-            if isinstance(stamp, (int, float)):
-                text += f" (last seen {datetime.fromtimestamp(stamp):%a %H:%M:%S})"
+            when = _local_time(r.get("finished_at")) or _local_time(r.get("heartbeat_at"))
+            if when:
+                text += f" at {when}"
             if r.get("state") == "crashed":
                 text = ("Runner: crashed or was killed mid-run; Resume picks up where it "
                         "stopped, without rerunning finished jobs.")
         else:
             text = "Runner: not started."
         self._show(self.runner_label, "setText", text)
+
+
+def _local_time(stamp) -> str:
+    """An epoch number or ISO-8601 text as the operator's local day and time, or ''."""
+    try:
+        if isinstance(stamp, (int, float)):
+            moment = datetime.fromtimestamp(stamp)
+        elif isinstance(stamp, str) and stamp:
+            moment = datetime.fromisoformat(stamp).astimezone()
+        else:
+            return ""
+    except (ValueError, OverflowError, OSError):
+        return ""
+    return f"{moment:%a %H:%M:%S}"

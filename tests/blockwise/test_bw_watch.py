@@ -104,6 +104,18 @@ def test_live_run_reads_each_completion_once_and_counts_what_it_missed(tmp_path)
     assert set(snap["idle"]) == {0, 1} and len(snap["wall"][0]) == 18
 
 
+def test_each_worker_keeps_one_series_look_after_look(tmp_path):
+    run = FakeRun(tmp_path / "s", store=False)
+    live = LiveRun(capacity=64)
+    run.complete(10)
+    live.ingest(json.loads((tmp_path / "s" / "progress.json").read_text()))
+    series = dict(live.idle)
+    run.complete(10)
+    live.ingest(json.loads((tmp_path / "s" / "progress.json").read_text()))
+    assert series and all(live.idle[wid] is s for wid, s in series.items())
+    assert all(len(s) == 2 for s in live.idle.values())  # one point per look, both kept
+
+
 def test_a_new_run_starts_the_charts_afresh(tmp_path):
     live = LiveRun(capacity=64)
     run = FakeRun(tmp_path / "s", store=False)

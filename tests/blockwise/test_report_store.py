@@ -105,6 +105,25 @@ def test_runs_tail_reads_only_new_reports(tmp_path):
     assert [r.started_at for r in tail.read()] == [2.0]
 
 
+def test_runs_tail_knows_when_the_file_ends_in_a_torn_line(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    tail = rp.RunsTail(path)
+    tail.read()
+    assert not tail.torn  # no file yet
+    rp.append_run(path, run_line(started_at=1.0))
+    tail.read()
+    assert not tail.torn
+    whole = json.dumps(run_line(started_at=2.0).to_dict())
+    with open(path, "a") as f:
+        f.write(whole[:30])  # a crash mid-append
+    assert tail.read() == [] and tail.torn
+    with open(path, "a") as f:
+        f.write(whole[30:] + "\n")  # the writer finished the line after all
+    assert [r.started_at for r in tail.read()] == [2.0] and not tail.torn
+    path.write_text(whole[:10])  # replaced by a file holding only a cut-off line
+    assert tail.read() == [] and tail.torn
+
+
 # -- report_from_store -----------------------------------------------------------
 
 def test_report_from_store_rebuilds_the_block_summary(tmp_path):

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from spacrq.queue.model import Job, Queue
 from spacrq.queue.runner import runner_state
 from spacrq.queue.store import load_queue, logs_dir, save_queue
-from spacrq.queue.watch import JobRow
+from spacrq.queue.watch_rows import JobRow
 from spacrq.ui.queue_model import COL_STATUS, COL_TIME, QueueTableModel
 from spacrq.ui.queue_pane import QueuePane
 

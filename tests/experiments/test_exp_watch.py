@@ -279,3 +279,34 @@ def test_runs_not_yet_read_show_as_reading_and_are_read_over_the_next_polls(decl
                     ["interrupted"] * 3]
     assert not snap["more"]
     assert not any(v for k, v in buttons_for("reading").items() if k != "pause_label")
+
+
+def test_a_required_variable_the_run_would_lack_is_found_before_the_start():
+    from spacrq.experiments.watch import environment_check
+    manifest = {"environment": [{"name": "HWP_ADDRESS", "description": "stage", "required": True},
+                                {"name": "SPEED", "required": False}, {"bad": 1}]}
+    found = environment_check(manifest, {"SPEED": "3"})
+    assert found == [{"name": "HWP_ADDRESS", "description": "stage", "required": True, "set": False},
+                     {"name": "SPEED", "description": "", "required": False, "set": True}]
+
+
+def test_a_long_history_reaches_the_window_in_chunks(declared, workspace):
+    spec, run_root = declared
+    run_dir = _started(run_root, "long", 400, 300, alive=False)
+    with open(run_dir / "records.jsonl", "w") as f:
+        for i in range(300):
+            f.write(json.dumps({"index": i, "value": {"signal": i / 10}}) + "\n")
+    watch = ExperimentsWatch(workspace.root)
+    watch.FIRST_READ_BUDGET, watch.CHUNK = 0.0, 4096
+    states, indices, resets = [], [], []
+    for _ in range(200):
+        snap = watch.poll({"experiment": "sweep", "run": "long"})
+        states.append(snap["rows"][0]["state"])
+        if snap["detail"]:
+            indices += [r["index"] for r in snap["detail"]["records"]]
+            resets.append(snap["detail"]["records_reset"])
+        if not snap["more"]:
+            break
+    assert states[0] == "reading" and states[-1] == "interrupted"
+    assert snap["rows"][0]["done"] == 300
+    assert indices == list(range(300)) and resets.count(True) == 1 and len(resets) > 2

@@ -1,0 +1,349 @@
+"""Reading a task's tracking store: the latest run's report rebuilt from its arrays, and
+single blocks for drill-down.
+
+The store (CONVENTIONS, "Blockwise") holds one entry per block in arrays
+shaped like the block grid; a block's spatial id is its C-order index.
+Whole arrays are read with the engine's own zarr v3 reader, side by side,
+and everything after that is vectorised, so a report of a million-block
+task takes well under a second.  Every failure is a :class:`ReportError`
+whose one sentence names the fix.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from spacrq.blockwise.report_model import BlockRecord, BlockStats, ReportError, TaskReport
+from spacrq.blockwise.report_runs import read_last_run, runs_file, store_attributes
+from spacrq.blockwise.report_stats import (BlockSummary, Stat, WorkerRecord, WorkerSummary,
+                                           summarize_blocks, summarize_workers)
+from spacrq.runfiles import PROGRESS_FILE, read_progress
+
+__all__ = ["report_from_store", "block", "block_columns", "block_records", "read_store_arrays",
+           "grid_shape"]
+
+_FLOATS = ("wall_seconds", "cpu_seconds", "sent_at", "returned_at")
+_AMOUNTS = ("peak_rss_bytes", "io_read_bytes", "io_write_bytes")
+
+
+def _open_store(store_dir: str | Path) -> dict:
+    """The store's attributes, or a one-sentence ReportError when it is not a store."""
+    path = Path(store_dir)
+    attrs = store_attributes(path)
+    if attrs is None:
+        raise ReportError(f"{path} is not a spacrq tracking store (no zarr.json marked "
+                          "spacrq_tracking); pass a store folder, a runs.jsonl or a folder of stores")
+    return dict(attrs)
+
+
+def _damaged(path: Path, name: str, exc: BaseException) -> ReportError:
+    reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    return ReportError(f"the array {name!r} of tracking store {path} cannot be read ({reason}); "
+                       "delete the store to start the task afresh")
+
+
+def _read_one(path: Path, name: str) -> np.ndarray | None:
+    """One whole array, raveled in C order (= spatial id order); None when the store lacks it.
+
+    Read with the engine's own zarr v3 reader (no zarr import for the stores
+    the engine writes; it hands any other codec to the zarr library).
+    """
+    from spacrq.blockwise import zarrlite
+
+    if not (path / name / "zarr.json").is_file():
+        return None
+    try:
+        return np.asarray(zarrlite.read_array(path / name)).ravel()
+    except Exception as exc:  # damaged chunks or metadata come in many kinds
+        raise _damaged(path, name, exc) from None
+
+
+def read_store_arrays(path: Path, names: Sequence[str],
+                      size: int | None = None) -> dict[str, np.ndarray | None]:
+    """Whole arrays by name, read side by side (decompression releases the GIL).
+
+    With ``size``, each array present must cover that many blocks — the grid.
+    """
+    names = list(dict.fromkeys(names))
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 2))) as pool:
+        arrays = dict(zip(names, pool.map(lambda n: _read_one(path, n), names)))
+    if size is not None:
+        _check_sizes(path, arrays, size)
+    return arrays
+
+
+def _check_sizes(path: Path, arrays: dict[str, np.ndarray | None], size: int) -> None:
+    """Every array present covers ``size`` blocks (the grid), else a one-sentence ReportError."""
+    for name, a in arrays.items():
+        if a is not None and a.size != size:
+            raise ReportError(f"the array {name!r} of tracking store {path} holds {a.size} blocks "
+                              f"where the grid has {size}; delete the store to start the task afresh")
+
+
+def grid_shape(path: Path, attrs: dict) -> tuple[int, ...]:
+    """The block grid's shape: from the store's geometry, else from the ``done`` array's shape."""
+    shape = (attrs.get("geometry") or {}).get("grid_shape")
+    if shape:
+        return tuple(int(s) for s in shape)
+    try:
+        doc = json.loads((path / "done" / "zarr.json").read_text(encoding="utf-8"))
+        return tuple(int(s) for s in doc["shape"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _damaged(path, "done", exc) from None
+
+
+def _run_start(last: TaskReport | None, progress: dict) -> tuple[float | None, bool]:
+    """When the run the store describes started, and whether ``last`` is that run.
+
+    A run still going (or one that died before writing its report line) has
+    a progress snapshot that started after the last report line's run ended;
+    its blocks are the ones returned since that snapshot's start.
+    """
+    live = progress.get("started_at")
+    live = float(live) if isinstance(live, (int, float)) and not isinstance(live, bool) else None
+    if last is not None and last.started_at > 0:
+        ended = max(last.finished_at, last.started_at + 1e-3)
+        if live is not None and live >= ended:
+            return live, False
+        return last.started_at, True
+    return live, False
+
+
+def report_from_store(store_dir: str | Path) -> TaskReport:
+    """The report of the store's latest run, rebuilt from its arrays (vectorised, whole arrays).
+
+    The blocks of the run are those returned since it started (from the last
+    ``runs.jsonl`` line, or the live ``progress.json`` when a newer run is
+    going); blocks done before it are counted as skipped.  Round trip is
+    ``returned_at - sent_at``; completion order is ``argsort(returned_at)``.
+    When the last report line is that run's, its block counts (the engine's
+    own account, orphans included) and worker records are used; for a run
+    still going, workers are built from the store (blocks and compute per
+    worker; idle and lifecycle are not in the store).
+    """
+    path = Path(store_dir)
+    attrs = _open_store(path)
+    task_id = str(attrs.get("task_id") or path.name)
+    last = read_last_run(runs_file(path))
+    if last is not None:
+        last.store = path
+    progress = read_progress(path / PROGRESS_FILE) or {}
+    start, last_is_run = _run_start(last, progress)
+    line = last if last is not None and last_is_run else None
+
+    # every array in one batch, read side by side; worker ids only when no line has the workers
+    names = ["done", "failures", "sent_at", "returned_at", *_FLOATS[:2], *_AMOUNTS]
+    a = read_store_arrays(path, names + ([] if line is not None else ["worker_id"]))
+    if a["done"] is None:
+        raise ReportError(f"the tracking store {path} has no 'done' array; "
+                          "delete it to start the task afresh")
+    done = a["done"].astype(bool, copy=False)
+    _check_sizes(path, a, done.size)
+    failures = np.zeros(done.shape, np.int64) if a["failures"] is None else a["failures"].astype(np.int64)
+    returned = a["returned_at"]
+    if returned is None:
+        # no per-block timing in the store: the report line is the best account there is
+        if line is not None:
+            line.tracked = True
+            return line
+        recorded = done | (failures > 0)
+        return TaskReport(task_id, BlockSummary(count=int(recorded.sum()),
+                                                failures=int(failures.sum())),
+                          tracked=True, store=path)
+
+    returned = returned.astype(np.float64, copy=False)
+    in_run = np.isfinite(returned)
+    if start is not None:
+        in_run &= returned >= start
+        skipped_mask = done & ~in_run
+    else:
+        skipped_mask = np.zeros_like(done)
+    idx = np.flatnonzero(in_run)
+    order = idx[np.argsort(returned[idx])]  # ties (same clock tick) have no order to keep
+    sent = a["sent_at"]
+
+    def run_part(name: str) -> np.ndarray | None:
+        return None if a[name] is None else a[name][order]
+
+    blocks = summarize_blocks(
+        count=line.blocks.count if line else int((done | in_run | (failures > 0)).sum()),
+        skipped=line.blocks.skipped if line else int(skipped_mask.sum()),
+        failures=line.blocks.failures if line else int(failures[~skipped_mask].sum()),
+        round_trip=returned[order] - sent[order] if sent is not None else np.empty(0),
+        wall=run_part("wall_seconds"), cpu=run_part("cpu_seconds"),
+        peak_rss=run_part("peak_rss_bytes"), io_read=run_part("io_read_bytes"),
+        io_write=run_part("io_write_bytes"),
+    )
+    if line is not None:
+        return TaskReport(task_id, blocks, line.workers, line.started_at, line.finished_at,
+                          tracked=True, store=path, outcome=line.outcome)
+    workers = _workers_from_store(a["worker_id"], order, done, a["wall_seconds"])
+    if start is None:
+        start = float(np.nanmin(sent[order])) if sent is not None and order.size else 0.0
+    finished = float(returned[order[-1]]) if order.size else start
+    return TaskReport(task_id, blocks, workers, start, finished, tracked=True, store=path,
+                      outcome=_live_outcome(progress) if progress.get("started_at") == start else None)
+
+
+def _live_outcome(progress: dict) -> dict | None:
+    """The state and counts of a run with no report line yet, from its progress snapshot."""
+    state = progress.get("state")
+    if not isinstance(state, str):
+        return None
+    task = progress.get("task") if isinstance(progress.get("task"), dict) else {}
+    counts = {k: task[k] for k in ("total", "done", "skipped", "failed", "orphaned")
+              if isinstance(task.get(k), int) and not isinstance(task.get(k), bool)}
+    return {"state": state, "run_id": progress.get("run_id"), **counts}
+
+
+def _workers_from_store(worker_ids: np.ndarray | None, order: np.ndarray, done: np.ndarray,
+                        wall: np.ndarray | None) -> WorkerSummary:
+    """Per-worker blocks and compute of a run with no report line yet, from the store."""
+    if worker_ids is None or order.size == 0:
+        return WorkerSummary()
+    ids = worker_ids[order].astype(np.int64)
+    ok = done[order]
+    walls = wall[order] if wall is not None else None
+    records = []
+    for wid in np.unique(ids[ids >= 0]):  # a handful of workers: one vectorised pass each
+        mine = ids == wid
+        n_ok = int((mine & ok).sum())
+        compute = Stat.of(walls[mine]) if walls is not None else Stat()
+        records.append(WorkerRecord(int(wid), blocks_ok=n_ok, blocks_failed=int(mine.sum()) - n_ok,
+                                    compute=compute))
+    return summarize_workers(records, unmanaged_clients=0)
+
+
+# -- drill-down ---------------------------------------------------------------------
+
+def _coord_of(which: Any, grid: tuple[int, ...], path: Path) -> tuple[int, ...]:
+    """A grid coordinate or spatial id → grid coordinate, or a one-sentence ReportError."""
+    total = int(np.prod(grid)) if grid else 0
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        sid = int(which)
+        if not 0 <= sid < total:
+            raise ReportError(f"block {sid} is outside the task's {total:,} blocks in {path}; "
+                              f"spatial ids run from 0 to {total - 1}")
+        return tuple(int(c) for c in np.unravel_index(sid, grid))
+    try:
+        coord = tuple(int(c) for c in which)
+    except (TypeError, ValueError):
+        raise ReportError(f"block {which!r} is neither a grid coordinate nor a spatial id; "
+                          "give e.g. (1, 2) or 17") from None
+    if len(coord) != len(grid) or any(not 0 <= c < s for c, s in zip(coord, grid)):
+        raise ReportError(f"block {coord} is outside the block grid {grid} of {path}; "
+                          f"give {len(grid)} coordinates each below the grid size")
+    return coord
+
+
+def _opt(value: Any, missing: Any) -> Any:
+    """A store entry as a Python value, None where it holds its 'never recorded' fill."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if missing is not None and value == missing:
+        return None
+    return value
+
+
+def _block_stats(values: dict) -> BlockStats | None:
+    """The worker's figures for one block, or None when it measured none of them."""
+    figures = (_opt(values.get("wall_seconds"), None), _opt(values.get("cpu_seconds"), None),
+               _opt(values.get("peak_rss_bytes"), -1), _opt(values.get("io_read_bytes"), -1),
+               _opt(values.get("io_write_bytes"), -1))
+    if figures == (None, None, None, None, None):
+        return None
+    return BlockStats(*figures)
+
+
+_BLOCK_ARRAYS = ("done", "failures", "worker_id", *_FLOATS, *_AMOUNTS)
+
+
+def block(store_dir: str | Path, which: int | Sequence[int]) -> BlockRecord:
+    """One block's record, by grid coordinate (tuple) or spatial id (int), read from the store.
+
+    Reads one element of each array (one chunk each), so it is quick on any grid size.
+    """
+    path = Path(store_dir)
+    attrs = _open_store(path)
+    grid = grid_shape(path, attrs)
+    coord = _coord_of(which, grid, path)
+    import zarr  # one element of each array: zarr reads just the chunk holding it
+
+    values = {}
+    for name in _BLOCK_ARRAYS:
+        if not (path / name / "zarr.json").is_file():
+            values[name] = None
+            continue
+        try:
+            values[name] = np.asarray(zarr.open_array(str(path / name), mode="r")[coord]).item()
+        except Exception as exc:
+            raise _damaged(path, name, exc) from None
+    sid = int(np.ravel_multi_index(coord, grid))
+    return _record(str(attrs.get("task_id") or path.name), sid, coord, values)
+
+
+def _record(task_id: str, sid: int, coord: Sequence[int], values: dict) -> BlockRecord:
+    """A BlockRecord from one block's store entries (plain Python values)."""
+    wid = _opt(values.get("worker_id"), -1)
+    return BlockRecord(
+        block_id=(task_id, sid), coord=tuple(coord),
+        done=bool(values.get("done")),
+        failures=int(values.get("failures") or 0),
+        stats=_block_stats(values), worker_id=None if wid is None else int(wid),
+        sent_at=_opt(values.get("sent_at"), None), returned_at=_opt(values.get("returned_at"), None),
+    )
+
+
+def block_columns(store_dir: str | Path, worker: int | None = None) -> dict[str, np.ndarray]:
+    """The recorded blocks (done, or with failures) as columns, sorted by spatial id.
+
+    ``{"spatial_id", "coord" (n × axes), "done", "failures", "worker_id",
+    "wall_seconds", …}`` — numpy arrays with the store's fills kept (NaN,
+    -1) — for a table or chart of many blocks without one object each.
+    ``worker`` keeps only that worker's blocks.  Arrays the store does not
+    hold (no resource tracking) are absent.
+    """
+    path = Path(store_dir)
+    attrs = _open_store(path)
+    grid = grid_shape(path, attrs)
+    arrays = read_store_arrays(path, _BLOCK_ARRAYS, size=math.prod(grid))
+    if arrays["done"] is None:
+        raise ReportError(f"the tracking store {path} has no 'done' array; "
+                          "delete it to start the task afresh")
+    keep = arrays["done"].astype(bool)
+    if arrays["failures"] is not None:
+        keep = keep | (arrays["failures"] > 0)
+    if worker is not None:
+        ids = arrays["worker_id"]
+        keep = keep & (ids == int(worker)) if ids is not None else np.zeros_like(keep)
+    sids = np.flatnonzero(keep)
+    out = {"spatial_id": sids,
+           "coord": np.stack(np.unravel_index(sids, grid), axis=1).astype(np.int64)}
+    out.update({k: v[sids] for k, v in arrays.items() if v is not None})
+    out["task_id"] = np.asarray(str(attrs.get("task_id") or path.name))
+    return out
+
+
+def block_records(store_dir: str | Path, worker: int | None = None) -> list[BlockRecord]:
+    """Every block the store has recorded (done, or with failures), sorted by spatial id.
+
+    ``worker`` keeps only that worker's blocks — the drill-down from a worker
+    row to its blocks.  One object per block: for hundreds of thousands of
+    blocks, :func:`block_columns` gives the same as arrays.
+    """
+    cols = block_columns(store_dir, worker=worker)
+    task_id = str(cols.pop("task_id"))
+    sids = cols.pop("spatial_id").tolist()
+    coords = [tuple(c) for c in cols.pop("coord").tolist()]
+    names = list(cols)
+    rows = zip(*(cols[k].tolist() for k in names)) if names else iter(())
+    return [_record(task_id, sid, coord, dict(zip(names, row)))
+            for sid, coord, row in zip(sids, coords, rows)]
