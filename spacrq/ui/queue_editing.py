@@ -25,15 +25,9 @@ class QueueEditing:
     """The editing half of the Queue pane (needs the pane's widgets and poller)."""
 
     def _watch_file(self, path: Path) -> None:
-        self.path = Path(path)
-        self.queue = Queue(name=self.path.name.split(".")[0])
-        self.dirty = False
-        self._on_disk = False
-        self._adopt_options_back()
-        self.model.set_rows(())
+        self._switch_to(Path(path), dirty=False)
         self.log.restart("", "")
         self.problems.show_problems([], self.path.name)
-        self.poller.request(path=str(self.path), log_job="", reload=time.monotonic())
 
     def _new_document(self) -> None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M")
@@ -41,9 +35,13 @@ class QueueEditing:
         while path.exists():
             n += 1
             path = self.workspace.queues / f"queue-{stamp}-{n}.queue.json"
+        self._switch_to(path, dirty=True)
+
+    def _switch_to(self, path: Path, dirty: bool) -> None:
+        """Show ``path``: an empty queue named after it until the poller has read the file."""
         self.path = path
         self.queue = Queue(name=path.name.split(".")[0])
-        self.dirty = True
+        self.dirty = dirty
         self._on_disk = False
         self._adopt_options_back()
         self.model.set_rows(())

@@ -51,10 +51,16 @@ _MESSAGE_STYLE = {
 }
 
 
-def _button(text: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setToolTip(tip)
-    return button
+def _button_row(*buttons: tuple[str, str]) -> tuple[QHBoxLayout, list[QPushButton]]:
+    """A row of ``(text, tooltip)`` buttons, left to right; every button says what it does."""
+    row = QHBoxLayout()
+    made = []
+    for text, tip in buttons:
+        button = QPushButton(text)
+        button.setToolTip(tip)
+        row.addWidget(button)
+        made.append(button)
+    return row, made
 
 
 class QueuePane(QueueEditing, QueueRunning, QWidget):
@@ -100,24 +106,24 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
     def _build(self) -> None:
         self.file_label = QLabel()
         self.file_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.new_button = _button("New", "Start an empty queue (saved when you press Save).")
-        self.open_button = _button("Open…", "Open a queue file; a running queue shows live.")
-        self.save_button = _button("Save", "Write the queue file (refused while it runs).")
-        self.save_as_button = _button("Save as…", "Write the queue under another name.")
-        files = QHBoxLayout()
-        files.addWidget(self.file_label, 1)
-        for b in (self.new_button, self.open_button, self.save_button, self.save_as_button):
-            files.addWidget(b)
+        files, (self.new_button, self.open_button, self.save_button,
+                self.save_as_button) = _button_row(
+            ("New", "Start an empty queue (saved when you press Save)."),
+            ("Open…", "Open a queue file; a running queue shows live."),
+            ("Save", "Write the queue file (refused while it runs)."),
+            ("Save as…", "Write the queue under another name."))
+        files.insertWidget(0, self.file_label, 1)
 
         self.editor = JobEditor(str(self.workspace.root))
 
-        self.duplicate_button = _button("Duplicate", "Add a never-run copy of the selected job(s).")
-        self.remove_button = _button("Remove", "Remove the selected job(s); jobs after them "
-                                               "stop depending on them.")
-        self.up_button = _button("Move up", "Run the selected job(s) earlier.")
-        self.down_button = _button("Move down", "Run the selected job(s) later.")
-        self.validate_button = _button("Validate", "Check every job now, without running "
-                                                   "anything; problems are listed below.")
+        edits, (self.duplicate_button, self.remove_button, self.up_button, self.down_button,
+                self.validate_button) = _button_row(
+            ("Duplicate", "Add a never-run copy of the selected job(s)."),
+            ("Remove", "Remove the selected job(s); jobs after them stop depending on them."),
+            ("Move up", "Run the selected job(s) earlier."),
+            ("Move down", "Run the selected job(s) later."),
+            ("Validate", "Check every job now, without running anything; problems are "
+                         "listed below."))
         self.on_error = QComboBox()
         self.on_error.addItem("continue with the others", "continue")
         self.on_error.addItem("stop the queue", "stop")
@@ -128,10 +134,6 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         self.max_failures.setSpecialValueText("never")
         self.max_failures.setToolTip("Halt the queue after this many failures in a row: the "
                                      "same mistake twelve times is one systematic problem.")
-        edits = QHBoxLayout()
-        for b in (self.duplicate_button, self.remove_button, self.up_button, self.down_button,
-                  self.validate_button):
-            edits.addWidget(b)
         edits.addStretch(1)
         edits.addWidget(QLabel("On failure:"))
         edits.addWidget(self.on_error)
@@ -163,21 +165,19 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
             header.resizeSection(col, width)
         header.setSectionResizeMode(COL_LABEL, QHeaderView.ResizeMode.Stretch)
 
-        self.run_button = _button("Run", "Check the queue, save it and start it in its own "
-                                         "process; closing the window does not stop it.")
-        self.stop_button = _button("Stop", "Let the running job finish, then start no other.")
-        self.abort_button = _button("Abort", "Stop the running job now (it can be run again).")
-        self.resume_button = _button("Resume", "Start the runner again on this file: jobs not "
-                                               "yet run, and a job cut off mid-run, run now.")
-        self.retry_button = _button("Retry failed", "Resume, also running failed jobs again and "
-                                                    "the jobs skipped because of them.")
+        runs, (self.run_button, self.stop_button, self.abort_button, self.resume_button,
+               self.retry_button) = _button_row(
+            ("Run", "Check the queue, save it and start it in its own process; closing the "
+                    "window does not stop it."),
+            ("Stop", "Let the running job finish, then start no other."),
+            ("Abort", "Stop the running job now (it can be run again)."),
+            ("Resume", "Start the runner again on this file: jobs not yet run, and a job cut "
+                       "off mid-run, run now."),
+            ("Retry failed", "Resume, also running failed jobs again and the jobs skipped "
+                             "because of them."))
         self.progress = DoneBar()
         self.runner_label = QLabel()
         self.counts_label = QLabel()
-        runs = QHBoxLayout()
-        for b in (self.run_button, self.stop_button, self.abort_button, self.resume_button,
-                  self.retry_button):
-            runs.addWidget(b)
         runs.addWidget(self.progress, 1)
         status = QHBoxLayout()
         status.addWidget(self.runner_label, 1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,43 @@ def _queue(n: int, name: str = "night") -> Queue:
     for _ in range(n):
         q.add(Job(module="command", settings={"argv": ["true"]}), validate=False)
     return q
+
+
+def _saved(tmp_path: Path, q: Queue | int = 3) -> Path:
+    """``q`` (or a queue of that many jobs) saved as ``night.queue.json``; its path."""
+    path = tmp_path / "night.queue.json"
+    save_queue(q if isinstance(q, Queue) else _queue(q), path)
+    return path
+
+
+def _watching(path: Path) -> QueueWatch:
+    """A watch that has already read ``path`` once."""
+    watch = QueueWatch()
+    watch.poll({"path": str(path)})
+    return watch
+
+
+def _logs(path: Path) -> Path:
+    """The queue's log folder, made."""
+    folder = logs_dir(path)
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextmanager
+def _journal(q: Queue, path: Path):
+    """The runner's journal for ``path``, closed afterwards."""
+    journal = Journal(q, path)
+    try:
+        yield journal
+    finally:
+        journal.close()
+
+
+def _journal_status(journal: Journal, job: Job, status: str) -> None:
+    """Set ``job``'s status and journal it, as the runner does."""
+    job.status = status
+    journal.job(job, ("status",))
 
 
 # -- diff_rows -------------------------------------------------------------------
@@ -178,8 +217,7 @@ def test_log_is_bounded_in_size_and_line_length():
 # -- the poller body ---------------------------------------------------------------
 
 def test_first_poll_reads_the_queue_then_nothing_until_it_changes(tmp_path):
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(3), path)
+    path = _saved(tmp_path)
     watch = QueueWatch()
     snap = watch.poll({"path": str(path)})
     assert [r.job_id for r in snap.rows] == ["command-1", "command-2", "command-3"]
@@ -188,17 +226,12 @@ def test_first_poll_reads_the_queue_then_nothing_until_it_changes(tmp_path):
 
 
 def test_the_queue_handed_to_the_editor_is_never_changed_by_the_watch(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(3)
-    save_queue(q, path)
+    path = _saved(tmp_path, q)
     watch = QueueWatch()
     handed = watch.poll({"path": str(path)}).queue
-    journal = Journal(q, path)
-    try:
-        q.jobs[0].status = "success"
-        journal.job(q.jobs[0], ("status",))
-    finally:
-        journal.close()
+    with _journal(q, path) as journal:
+        _journal_status(journal, q.jobs[0], "success")
     snap = watch.poll({"path": str(path)})
     assert snap.rows[0].status == "success", "the journal line is shown"
     assert handed.jobs[0].status == "pending", "but the editor's queue was not touched"
@@ -206,39 +239,27 @@ def test_the_queue_handed_to_the_editor_is_never_changed_by_the_watch(tmp_path):
 
 
 def test_journal_lines_update_only_the_rows_they_name(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(2000)
-    save_queue(q, path)
-    watch = QueueWatch()
-    watch.poll({"path": str(path)})
-    journal = Journal(q, path)
-    try:
+    path = _saved(tmp_path, q)
+    watch = _watching(path)
+    with _journal(q, path) as journal:
         job = q.jobs[1500]
         job.status, job.started = "running", "2026-01-01T00:00:00+00:00"
         journal.job(job, ("status", "started"))
         snap = watch.poll({"path": str(path)})
-    finally:
-        journal.close()
     assert snap.rows[1500].status == "running"
     assert diff_rows(watch_rows_before := rows_of(_queue(2000)), snap.rows).changed == (1500,)
     assert len(watch_rows_before) == 2000
 
 
 def test_a_checkpoint_replacing_the_file_is_read_in_full(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(3)
-    save_queue(q, path)
-    watch = QueueWatch()
-    watch.poll({"path": str(path)})
-    journal = Journal(q, path)
-    try:
-        q.jobs[0].status = "success"
-        journal.job(q.jobs[0], ("status",))
-        q.jobs[1].status = "failed"
-        journal.job(q.jobs[1], ("status",))
+    path = _saved(tmp_path, q)
+    watch = _watching(path)
+    with _journal(q, path) as journal:
+        _journal_status(journal, q.jobs[0], "success")
+        _journal_status(journal, q.jobs[1], "failed")
         journal.checkpoint()
-    finally:
-        journal.close()
     assert journal_path(path).stat().st_size == 0
     snap = watch.poll({"path": str(path)})
     assert [r.status for r in snap.rows] == ["success", "failed", "pending"]
@@ -262,11 +283,10 @@ def test_a_missing_file_says_save_writes_it(tmp_path):
 
 
 def test_validation_runs_in_the_poller_and_reports_every_problem(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(2)
     q.jobs[0].module = "no_such_module"
     q.jobs[1].depends_on = ["ghost-1"]
-    save_queue(q, path)
+    path = _saved(tmp_path, q)
     watch = QueueWatch()
     snap = watch.poll({"path": str(path), "validate": (1, q.to_dict())})
     assert snap.problems_token == 1
@@ -279,9 +299,7 @@ def test_validation_runs_in_the_poller_and_reports_every_problem(tmp_path):
 def test_the_selected_jobs_log_is_tailed_incrementally(tmp_path):
     path = tmp_path / "night.queue.json"
     q = _queue(2)
-    folder = logs_dir(path)
-    folder.mkdir()
-    log = folder / "02_command-2.log"
+    log = _logs(path) / "02_command-2.log"
     log.write_text("first line\n")
     q.jobs[1].log_path = str(log)
     save_queue(q, path)
@@ -307,21 +325,15 @@ def test_a_log_path_outside_the_queue_folder_is_not_read(tmp_path):
 
 
 def test_a_log_is_found_by_its_file_name_when_the_job_has_none(tmp_path):
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(1), path)
-    folder = logs_dir(path)
-    folder.mkdir()
-    (folder / "01_command-1.log").write_text("hello\n")
+    path = _saved(tmp_path, 1)
+    (_logs(path) / "01_command-1.log").write_text("hello\n")
     snap = QueueWatch().poll({"path": str(path), "log_job": "command-1"})
     assert snap.log_text == "hello\n"
 
 
 def test_a_huge_log_hands_the_view_only_its_tail(tmp_path):
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(1), path)
-    folder = logs_dir(path)
-    folder.mkdir()
-    log = folder / "01_command-1.log"
+    path = _saved(tmp_path, 1)
+    log = _logs(path) / "01_command-1.log"
     watch = QueueWatch()
     watch.poll({"path": str(path), "log_job": "command-1"})
     with open(log, "w") as handle:
@@ -337,10 +349,8 @@ def test_runner_files_are_read_and_a_stop_request_is_seen(tmp_path):
     """A runner.json whose process is alive reads as alive, with the control request."""
     from spacrq.runfiles import ask, write_json
 
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(1), path)
-    folder = logs_dir(path)
-    folder.mkdir()
+    path = _saved(tmp_path, 1)
+    folder = _logs(path)
     me = _self_ref()
     write_json(folder / "runner.json", {"pid": me["pid"], "started": me["started"],
                                         "host": "here", "queue": str(path), "state": "running",
@@ -361,8 +371,7 @@ def _self_ref() -> dict:
 
 
 def test_queue_file_is_json_the_watch_does_not_write(tmp_path):
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(2), path)
+    path = _saved(tmp_path, 2)
     before = path.read_bytes()
     watch = QueueWatch()
     for _ in range(3):
@@ -372,35 +381,26 @@ def test_queue_file_is_json_the_watch_does_not_write(tmp_path):
 
 def _pretend_runner_is_alive(path) -> None:
     from spacrq.runfiles import write_json
-    folder = logs_dir(path)
-    folder.mkdir(exist_ok=True)
     me = _self_ref()
-    write_json(folder / "runner.json", {"pid": me["pid"], "started": me["started"],
+    write_json(_logs(path) / "runner.json", {"pid": me["pid"], "started": me["started"],
                                         "state": "running", "current_job": None})
 
 
 def test_a_running_queues_checkpoint_is_merged_not_rebuilt(tmp_path, monkeypatch):
     """Lines folded into a checkpoint before the watch saw them still reach the rows,
     and a 2000-job queue is not re-made from scratch every few seconds."""
-    path = tmp_path / "night.queue.json"
     q = _queue(50)
-    save_queue(q, path)
+    path = _saved(tmp_path, q)
     _pretend_runner_is_alive(path)
     watch = QueueWatch()
     assert watch.poll({"path": str(path)}).runner["alive"]
-    journal = Journal(q, path)
-    try:
-        q.jobs[0].status = "success"
-        journal.job(q.jobs[0], ("status",))
+    with _journal(q, path) as journal:
+        _journal_status(journal, q.jobs[0], "success")
         watch.poll({"path": str(path)})  # seen through the journal
-        q.jobs[1].status, q.jobs[2].status = "failed", "running"
-        journal.job(q.jobs[1], ("status",))
-        journal.job(q.jobs[2], ("status",))
+        _journal_status(journal, q.jobs[1], "failed")
+        _journal_status(journal, q.jobs[2], "running")
         journal.checkpoint()  # folds seq 2 and 3 into the file, empties the journal
-        q.jobs[2].status = "success"
-        journal.job(q.jobs[2], ("status",))  # seq 4, in the fresh journal
-    finally:
-        journal.close()
+        _journal_status(journal, q.jobs[2], "success")  # seq 4, in the fresh journal
 
     def no_rebuild(*_a, **_k):
         raise AssertionError("the whole queue was rebuilt")
@@ -411,12 +411,10 @@ def test_a_running_queues_checkpoint_is_merged_not_rebuilt(tmp_path, monkeypatch
 
 
 def test_missed_journal_lines_force_a_full_read(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(3)
-    save_queue(q, path)
-    watch = QueueWatch()
-    watch.poll({"path": str(path)})
-    journal_path(path).parent.mkdir(exist_ok=True)
+    path = _saved(tmp_path, q)
+    watch = _watching(path)
+    _logs(path)
     with open(journal_path(path), "w") as handle:  # seq 1 and 2 lost, 3 arrives
         handle.write(json.dumps({"seq": 3, "job": "command-3", "set": {"status": "failed"}}) + "\n")
     q.jobs[0].status = q.jobs[1].status = "success"
@@ -429,8 +427,7 @@ def test_missed_journal_lines_force_a_full_read(tmp_path):
 
 def test_the_poller_refuses_to_save_over_a_running_queue(tmp_path):
     """Even a window that has not yet seen the runner cannot overwrite its file."""
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(2), path)
+    path = _saved(tmp_path, 2)
     _pretend_runner_is_alive(path)
     before = path.read_bytes()
     watch = QueueWatch()
@@ -466,19 +463,15 @@ def test_save_writes_the_document_and_says_so(tmp_path):
 
 
 def test_with_nothing_selected_or_running_the_runners_summary_is_shown(tmp_path):
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(1), path)
-    folder = logs_dir(path)
-    folder.mkdir()
-    (folder / "runner.log").write_text("spacrq queue night: 1 job(s), 1 ok\n")
+    path = _saved(tmp_path, 1)
+    (_logs(path) / "runner.log").write_text("spacrq queue night: 1 job(s), 1 ok\n")
     snap = QueueWatch().poll({"path": str(path), "log_job": ""})
     assert snap.log_job == "" and snap.log_path.endswith("runner.log")
     assert "1 ok" in snap.log_text
 
 
 def test_the_running_queue_is_opened_first_even_when_not_the_newest(tmp_path):
-    running = tmp_path / "night.queue.json"
-    save_queue(_queue(1), running)
+    running = _saved(tmp_path, 1)
     _pretend_runner_is_alive(running)
     newer = tmp_path / "tomorrow.queue.json"
     save_queue(_queue(1), newer)
@@ -490,10 +483,8 @@ def test_the_running_queue_is_opened_first_even_when_not_the_newest(tmp_path):
 def test_a_save_just_before_a_runner_starts_is_read_in_full(tmp_path):
     """The editor's save and the runner's first checkpoint carry the same journal_seq;
     the saved jobs must still replace the old ones (no checkpoint shortcut)."""
-    path = tmp_path / "night.queue.json"
-    save_queue(_queue(3), path)
-    watch = QueueWatch()
-    watch.poll({"path": str(path)})
+    path = _saved(tmp_path)
+    watch = _watching(path)
     edited = _queue(3)
     edited.jobs[2].label = "classify plate 1, diameter 30"
     snap = watch.poll({"path": str(path), "save": (1, edited.to_dict())})
@@ -523,10 +514,9 @@ def test_parsing_in_pieces_refuses_what_json_refuses(text):
 
 
 def test_a_saved_queue_parses_in_pieces_exactly(tmp_path):
-    path = tmp_path / "night.queue.json"
     q = _queue(50)
     q.jobs[3].env = {"OMP_NUM_THREADS": "4"}
-    save_queue(q, path)
+    path = _saved(tmp_path, q)
     text = path.read_text()
     assert parse_in_pieces(text) == json.loads(text)
 
