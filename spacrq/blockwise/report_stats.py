@@ -39,7 +39,8 @@ class Stat:
 
     Empty (``n == 0``) when nothing was measured; it is then falsy and formats
     as ``—``.  ``total`` is written as ``"sum"`` in JSON (the report's shape
-    on disk); ``"total"`` is accepted on reading.
+    on disk); ``"total"`` is accepted on reading.  Frozen, so one empty Stat
+    safely serves as every record's default.
     """
 
     n: int = 0
@@ -159,7 +160,8 @@ def trend_slope_ms(walls_in_completion_order: Any) -> float:
 
 def _stats_from_dict(cls: type, d: dict) -> dict[str, Stat]:
     """The Stat fields of record class ``cls`` read back from its JSON shape ``d``."""
-    return {f.name: Stat.from_dict(d.get(f.name)) for f in fields(cls) if f.type == "Stat"}
+    return {f.name: Stat.from_dict(d.get(f.name))
+            for f in fields(cls) if f.type in ("Stat", Stat)}
 
 
 def _as_dict(record: Any) -> dict:

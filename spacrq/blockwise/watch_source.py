@@ -31,7 +31,10 @@ STALE_AFTER = 10.0
 
 
 def looks_like_store(folder: Path) -> bool:
-    """Whether a folder is (or is becoming) a task's store: it holds zarr.json, runs.jsonl or progress.json."""
+    """Whether a folder is (or is becoming) a task's store.
+
+    It is when it holds a zarr.json, a runs.jsonl or a progress.json.
+    """
     return any((folder / name).exists() for name in (STORE_MARKER, RUNS_FILE, PROGRESS_FILE))
 
 

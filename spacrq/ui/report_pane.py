@@ -44,6 +44,9 @@ def _table(model: RowsModel, parent: QWidget) -> QTableView:
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     view.horizontalHeader().setStretchLastSection(False)
     view.horizontalHeader().setDefaultAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    # rows appended to an empty table do not make the header measure them: ask it to,
+    # or a drill-down listed into a fresh table shows every figure cut to "1…"
+    model.rowsInserted.connect(view.horizontalHeader().resizeSections)
     return view
 
 

@@ -173,6 +173,25 @@ def test_runs_jsonl_is_read_incrementally(workspace):
     assert len(src.runs) == 2 and src.tail._tail.offset > first_offset
 
 
+def test_a_finished_stores_arrays_are_read_once_until_something_changes(workspace, monkeypatch):
+    from spacrq.blockwise import watch_source
+
+    reads = []
+    real = watch_source.store_counts
+    monkeypatch.setattr(watch_source, "store_counts", lambda d: reads.append(d) or real(d))
+    run = FakeRun(workspace.runs / "t")
+    run.complete(5)
+    run.finish()
+    src = RunSource((workspace.runs / "t").resolve(), (workspace.runs / "t" / "runs.jsonl").resolve())
+    for _ in range(3):
+        src.refresh()
+    assert len(reads) == 1 and src.row()["done"] == 5
+    run.finish()  # another run's report line: the counts are read again, once
+    for _ in range(3):
+        src.refresh()
+    assert len(reads) == 2
+
+
 def test_unmeasured_run_shows_no_table_of_zeros(workspace):
     run = FakeRun(workspace.runs / "plain", tracked=False)
     run.complete(6)
