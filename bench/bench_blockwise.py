@@ -35,6 +35,7 @@ from bench_blocks import cpu_block, noop  # noqa: E402  (workers import only tha
 def calibrate(target=0.020) -> int:
     """Iterations for ~20 ms of CPU time (CPU, not wall: other processes on the machine
     must not change how much work a block is)."""
+    cpu_block(1, None)  # import numpy first: the import is not part of a block
     n = 8
     while True:
         dt = sorted(_timed(cpu_block, n) for _ in range(3))[1]  # the median of three
@@ -161,9 +162,31 @@ def bench_cpu(blocks: int, repeats: int):
     print(f"   the 2 workers were computing {busy * 100:.0f} % of the run's wall time "
           "(start-up, messaging and scheduling take the rest)")
     share = results["2 workers"] / (2 * results["serial"])
+    bare = bare_processes(iterations, blocks, repeats)
     print(f"   2 workers reach {share * 100:.0f} % of twice the serial throughput (target >= 90 %)")
+    print(f"   the machine's own ceiling: two bare processes running the same blocks with no scheduler,\n"
+          f"   no tracking and no measurement reach {bare / (2 * results['serial']) * 100:.0f} % of twice serial "
+          f"({bare:.1f} blocks/s); spacrq reaches {results['2 workers'] / bare * 100:.0f} % of that")
     print("   (a worker's block CPU above the serial one means the two cores were shared with other\n"
           "    processes or slowed each other; the computing share is what the scheduler controls)")
+
+
+def _bare_worker(iterations: int, n: int) -> None:
+    for _ in range(n):
+        cpu_block(iterations, None)
+
+
+def bare_processes(iterations: int, blocks: int, repeats: int) -> float:
+    """Blocks/s of two plain processes splitting the blocks: what the hardware allows."""
+    import multiprocessing as mp
+    best = 0.0
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.starmap(_bare_worker, [(iterations, 2), (iterations, 2)])  # start-up and imports
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            pool.starmap(_bare_worker, [(iterations, blocks // 2), (iterations, blocks - blocks // 2)])
+            best = max(best, blocks / (time.perf_counter() - t0))
+    return best
 
 
 def bench_measure(n: int):

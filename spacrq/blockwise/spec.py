@@ -278,6 +278,12 @@ def load_spec(path: Path) -> list[dict]:
     return steps
 
 
+def _changes_scale(step: dict) -> bool:
+    """True when a step's output is on a coarser grid than its input."""
+    s = {**DEFAULTS, **step}
+    return not s.get("function") and OPERATIONS.get(s.get("operation"), {}).get("scale", 1) != 1
+
+
 def build_tasks(steps: list[dict], base: Path) -> list:
     """Tasks for every step, upstream links resolved by task id; SpecError on any problem."""
     ids = [task_id_of(s) for s in steps]
@@ -291,6 +297,14 @@ def build_tasks(steps: list[dict], base: Path) -> list:
             if up not in ids or ids.index(up) >= ids.index(tid):
                 found.append(Problem(tid, ERROR, f"upstream task {up!r} is not an earlier step",
                                      "List only task ids of steps above this one.", "upstream"))
+            elif _changes_scale(steps[ids.index(up)]):
+                # Block dependencies are matched voxel for voxel; across a change of scale
+                # they would wait for the wrong upstream blocks.
+                found.append(Problem(
+                    tid, ERROR, f"upstream task {up!r} downsamples, so its output is on another "
+                    "voxel grid than the one this step's blocks are matched against",
+                    f"Run {tid!r} as its own queue job after the one holding {up!r} "
+                    "(queue 'after'), instead of listing it as upstream.", "upstream"))
     if found:
         raise SpecError("; ".join(f"{p.job_id}: {p.message} ({p.fix})" for p in found))
     tasks: dict[str, Any] = {}

@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -37,6 +36,7 @@ from PySide6.QtWidgets import (
 from spacrq.experiments.watch import ExperimentsWatch, ManifestAsker, buttons_for
 from spacrq.ui.experiments_form import ConfigForm, FormError
 from spacrq.ui.experiments_detail import RunDetail
+from spacrq.ui.dialogs import confirm_abort
 from spacrq.ui.experiments_models import RunTableModel
 from spacrq.ui.poller import Poller
 from spacrq.workspace import Workspace
@@ -407,13 +407,10 @@ class ExperimentsPane(QWidget):
 
     def confirm_abort(self, run_id: str) -> bool:
         """Abort interrupts the step in flight and cannot be undone: ask first."""
-        answer = QMessageBox.question(
+        return confirm_abort(
             self, "Abort the run?",
             f"Abort {run_id} now?\n\nThe step in flight is interrupted and its result lost; "
-            "the run can be resumed from its last committed step.",
-            QMessageBox.StandardButton.Abort | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Abort
+            "the run can be resumed from its last committed step.")
 
     def _add_note(self, text: str) -> None:
         if self._run_id and self._experiment:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from PySide6.QtWidgets import QMessageBox
-
 from spacrq.queue.watch_rows import progress_of
+from spacrq.ui.dialogs import confirm_abort
 
 
 class QueueRunning:
@@ -53,13 +52,10 @@ class QueueRunning:
     def _ask_abort(self) -> bool:
         """The one deliberate question: killing a job loses its work in progress."""
         job = self.runner.get("current_job") or "the running job"
-        answer = QMessageBox.question(
+        return confirm_abort(
             self, "Abort the running job?",
             f"Stop {job} now? It gets SIGTERM, then SIGKILL after a grace period, and is "
-            "marked not run; its partial output stays on disk.",
-            QMessageBox.StandardButton.Abort | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Abort
+            "marked not run; its partial output stays on disk.")
 
     def abort(self) -> None:
         """Ask the runner to stop the running job now, once the operator confirms."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 import functools
 
 import bw_funcs
+import distributed  # noqa: F401  (in the test extra: the dask executor is tested, never skipped)
 import pytest
 
 from spacrq.blockwise import Roi, Task, run_blockwise
 
-distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture

@@ -131,6 +131,19 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "9 block(s) failed" in capsys.readouterr().err
 
 
+def test_a_step_chained_behind_a_downsample_is_refused_before_anything_runs(tmp_path, capsys):
+    _volume(tmp_path / "in.zarr")
+    spec = _spec(tmp_path, [
+        {"task_id": "half", "input": "in.zarr", "output": "half.zarr", "block_shape": [16, 16],
+         "operation": "downsample"},
+        {"task_id": "mask", "input": "half.zarr", "output": "mask.zarr", "block_shape": [8, 8],
+         "operation": "threshold", "upstream": ["half"]}])
+    assert cli_main(["blockwise", "run", spec]) == 2
+    err = capsys.readouterr().err
+    assert "'half' downsamples" in err and "queue 'after'" in err and "Traceback" not in err
+    assert not (tmp_path / "half.zarr").exists()  # refused at the door: nothing ran
+
+
 def test_cli_refuses_a_mismatched_store(tmp_path, capsys):
     _volume(tmp_path / "in.zarr")
     step = {"task_id": "s", "input": "in.zarr", "output": "o.zarr", "block_shape": [16, 16],
