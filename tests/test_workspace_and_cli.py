@@ -75,3 +75,13 @@ def test_the_demo_workspace_holds_a_queue_a_finished_blockwise_run_and_an_experi
     stores = [p for p in ws.runs.iterdir() if (p / "runs.jsonl").is_file()]
     assert stores, "the demo's blockwise run must be where the Run Report pane looks"
     assert (ws.experiments / "experiments.json").is_file()
+
+
+def test_opening_the_window_without_a_display_is_one_sentence_not_a_crash(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["SPACRQ_WORKSPACE"] = str(tmp_path / "ws")
+    out = subprocess.run([sys.executable, "-m", "spacrq"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 2
+    assert out.stderr.startswith("spacrq: there is no display") and "Traceback" not in out.stderr

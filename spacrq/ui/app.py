@@ -7,6 +7,7 @@ local socket, no network) to come to the front, and exits.
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import hashlib
 import os
 import sys
@@ -28,6 +29,32 @@ def app_icon() -> QIcon:
     from importlib.resources import files
     path = files("spacrq") / "resources" / "spacrq.svg"
     return QIcon(str(path)) if path.is_file() else QIcon()
+
+
+def _display_problem() -> str:
+    """Qt aborts the process when it cannot open a display; say why in a sentence instead."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return ""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return ("there is no display to open the window on; run it from a desktop session (or "
+                "over ssh -X), or drive it headless with 'spacrq queue|exp|blockwise …'")
+    if not os.environ.get("WAYLAND_DISPLAY"):
+        missing = [package for lib, package in _XCB_LIBRARIES if not ctypes.util.find_library(lib)]
+        if missing:
+            return (f"Qt needs system libraries to open a window on X11 that this machine lacks; "
+                    f"install them (Debian/Ubuntu: sudo apt-get install {' '.join(missing)}) "
+                    "and start spacrq again")
+    return ""
+
+
+#: what Qt's xcb platform plugin links against beyond libxcb itself: (library, Debian package)
+_XCB_LIBRARIES = (
+    ("xcb-cursor", "libxcb-cursor0"), ("xcb-icccm", "libxcb-icccm4"),
+    ("xcb-image", "libxcb-image0"), ("xcb-keysyms", "libxcb-keysyms1"),
+    ("xcb-randr", "libxcb-randr0"), ("xcb-render-util", "libxcb-render-util0"),
+    ("xcb-shape", "libxcb-shape0"), ("xcb-xkb", "libxcb-xkb1"),
+    ("xkbcommon-x11", "libxkbcommon-x11-0"),
+)
 
 
 class SingleInstance:
@@ -68,6 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spacrq-gui")
     parser.add_argument("--workspace", default=None)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if QApplication.instance() is None:
+        problem = _display_problem()
+        if problem:
+            print(f"spacrq: {problem}", file=sys.stderr)
+            return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("spacrq")
     app.setWindowIcon(app_icon())
