@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 import time
 
-import psutil
 import pytest
 
 from spacrq.procs import ProcessRef, is_alive, spawn_detached, stop_group

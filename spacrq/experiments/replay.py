@@ -25,7 +25,6 @@ States: ``not_started``, ``created``, ``running``, ``paused``, ``stopping``
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import deque

@@ -22,3 +22,19 @@ def no_leftover_qt(request):
         w.close()
     assert not running, f"test left {len(running)} poller thread(s) running"
     assert not visible, f"test left windows open: {[type(w).__name__ for w in visible]}"
+
+
+@pytest.fixture
+def open_pane(qtbot, workspace):
+    """Open a pane of any kind (on the test workspace unless told); each is shut down after."""
+    panes = []
+
+    def open_(pane_class, on=None):
+        pane = pane_class(on or workspace)
+        qtbot.addWidget(pane)
+        panes.append(pane)
+        return pane
+
+    yield open_
+    for pane in panes:
+        pane.shutdown()

@@ -18,18 +18,8 @@ PY = sys.executable
 
 
 @pytest.fixture
-def make_pane(qtbot, workspace):
-    panes: list[QueuePane] = []
-
-    def make() -> QueuePane:
-        pane = QueuePane(workspace)
-        qtbot.addWidget(pane)
-        panes.append(pane)
-        return pane
-
-    yield make
-    for pane in panes:
-        pane.shutdown()
+def make_pane(open_pane):
+    return lambda: open_pane(QueuePane)
 
 
 def _command(argv, **kw) -> Job:

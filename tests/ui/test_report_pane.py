@@ -23,18 +23,8 @@ WAIT = 10_000
 
 
 @pytest.fixture
-def make_pane(qtbot, workspace):
-    panes = []
-
-    def make():
-        pane = RunReportPane(workspace)
-        qtbot.addWidget(pane)
-        panes.append(pane)
-        return pane
-
-    yield make
-    for pane in panes:
-        pane.shutdown()
+def make_pane(open_pane):
+    return lambda: open_pane(RunReportPane)
 
 
 def _key(workspace, name):
