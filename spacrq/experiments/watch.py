@@ -17,29 +17,33 @@ process, and the snapshot that follows already shows the effect.
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import math
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from spacrq.experiments.declarations import declarations_path, find_experiment, load_experiments
-from spacrq.experiments.errors import NOTES_FILE, RESUMABLE_STATES, RUN_CONFIG_FILE
+from spacrq.experiments.errors import NOTES_FILE, RECORDS_FILE, RESUMABLE_STATES, RUN_CONFIG_FILE
 from spacrq.experiments.launch import (abort_run, continue_run, pause_run, resume_run, start_run,
                                        stop_run)
 from spacrq.experiments.manifest import read_dotenv, read_manifest, run_environment
 from spacrq.experiments.notes import add_note, notes_of
-from spacrq.experiments.replay import JournalReplay, RecordsTail, RunWatch
+from spacrq.experiments.replay import JournalReplay, RunWatch
 from spacrq.experiments.runs import (config_text_of, create_run, duplicate_run, kept_log,
                                      new_run_id, reconfigure_run, rename_run, report_of,
                                      run_config_of, run_dir_of, runs_of)
-from spacrq.runfiles import TextTail
+from spacrq.runfiles import JsonlTail, TextTail
 
 __all__ = [
     "BADGES", "LIVE_STATES", "badge", "buttons_for", "eta_seconds", "format_duration",
-    "numeric_fields", "field_value", "plot_columns", "run_row", "reading_row", "environment_check", "ExperimentsWatch", "ManifestAsker",
+    "numeric_fields", "field_value", "plot_columns", "record_cells", "record_columns",
+    "RecordsBatch", "Pace", "collector_paused", "run_row", "reading_row", "environment_check",
+    "ExperimentsWatch", "ManifestAsker",
 ]
 
 # -- the pane's decisions ------------------------------------------------------
@@ -241,7 +245,121 @@ def plot_columns(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     return {"fields": fields, "series": series}
 
 
+def record_cells(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record as the cells of its table row: ``{column: value}``, flat.
+
+    A record's value fields are its cells; a record whose value is not a
+    mapping gives it as ``value`` (and its other top-level fields under their
+    own names).  Index and step always come from the record itself.  Being
+    flat matters at length: a dict holding only numbers and strings is left
+    out of the garbage collector's scans, so the window's table of 100 000
+    rows adds nothing to the collector's pauses, where the records as read (a
+    dict within a dict within a dict) made each full collection walk 200 000
+    more objects — 40 to 80 ms with the interpreter held.
+    """
+    value = record.get("value")
+    if isinstance(value, dict):
+        cells = {str(key): inner for key, inner in value.items()}
+    else:
+        cells = {str(key): inner for key, inner in record.items() if key != "provenance"}
+    provenance = record.get("provenance")
+    cells["index"] = record.get("index")
+    cells["step"] = provenance.get("step_id") if isinstance(provenance, dict) else None
+    return cells
+
+
+def record_columns(record: Mapping[str, Any]) -> list[str]:
+    """The table columns a record brings: its value's keys, else ``value`` (or ``type``)."""
+    value = record.get("value")
+    if isinstance(value, dict):
+        return [str(key) for key in value]
+    return ["value" if "value" in record else "type"]
+
+
+class RecordsBatch:
+    """Records read in one poll, in the shapes the window takes them.
+
+    ``cells`` (one flat dict a row, see :func:`record_cells`) with ``committed``
+    (each row's ``saved_at``) and the ``columns`` they bring, in order of first
+    appearance; ``plot`` as :func:`plot_columns` gives it.  The records as read
+    are dropped once converted.
+    """
+
+    def __init__(self) -> None:
+        self.cells: list[dict[str, Any]] = []
+        self.committed: list[str] = []
+        self.columns: list[str] = []
+        self.plot: dict[str, Any] = {"fields": [], "series": {}}
+
+    def add(self, records: list[Mapping[str, Any]]) -> None:
+        seen = set(self.columns)
+        for record in records:
+            for column in record_columns(record):
+                if column not in seen:
+                    seen.add(column)
+                    self.columns.append(column)
+            self.cells.append(record_cells(record))
+            self.committed.append(str(record.get("saved_at", "?")))
+        plot = plot_columns(records)
+        for name in plot["fields"]:
+            xs, ys = plot["series"][name]
+            if name in self.plot["series"]:
+                self.plot["series"][name][0].extend(xs)
+                self.plot["series"][name][1].extend(ys)
+            else:
+                self.plot["fields"].append(name)
+                self.plot["series"][name] = (xs, ys)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running over a short burst of parsing.
+
+    A chunk of records parses into thousands of nested dicts that live only
+    until they are turned into flat rows a millisecond later.  Left to run,
+    the collector would find them alive and promote them to its oldest
+    generation, and a long run's records promote enough to set off full
+    collections (40 ms or more, holding the interpreter) every few polls.
+    Paused over the burst, they are freed by their reference counts first.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 # -- reading -------------------------------------------------------------------
+
+class Pace:
+    """Work in short slices with rests between, so the GUI thread keeps the interpreter.
+
+    The poller and the window share one interpreter lock.  While the poller
+    computes without a pause, the window waits for the lock at every one of
+    the hundreds of calls a repaint makes into Qt (each gives the lock up and
+    takes it back, and getting it back from a busy thread takes up to the
+    switch interval, 5 ms): a repaint that costs 5 ms alone then takes 100 ms
+    or more.  So the poller rests — a real sleep, which frees the lock
+    outright — after each ``work`` seconds of computing, for ``rest``
+    seconds.  Reading twenty long histories takes about twice as long, and
+    the window never waits long for anything; a poll with only a few new
+    lines to read finishes inside one slice and never rests.
+    """
+
+    def __init__(self, work: float = 0.004, rest: float = 0.006) -> None:
+        self.work, self.rest = work, rest
+        self.rests = 0
+        self._since = time.perf_counter()
+
+    def breathe(self) -> None:
+        """Rest if the current slice of work has lasted ``work`` seconds."""
+        if time.perf_counter() - self._since >= self.work:
+            time.sleep(self.rest)
+            self.rests += 1
+            self._since = time.perf_counter()
+
 
 def _stamp(path: Path) -> tuple:
     try:
@@ -265,7 +383,7 @@ class _Detail:
     """What is read of the one run the operator is looking at, incrementally."""
 
     run_dir: Path
-    records: RecordsTail = field(init=False)
+    records: JsonlTail = field(init=False)
     log: TextTail | None = None
     log_path: Path | None = None
     notes_stamp: tuple = ()
@@ -274,7 +392,7 @@ class _Detail:
     first: bool = True
 
     def __post_init__(self) -> None:
-        self.records = RecordsTail(self.run_dir)
+        self.records = JsonlTail(self.run_dir / RECORDS_FILE)
 
 
 def _size(path: Path) -> int:
@@ -411,9 +529,16 @@ class ExperimentsWatch:
     #: rest wait for the next poll, so twenty runs hours in do not hold the
     #: interpreter (and with it the window) for seconds at once
     FIRST_READ_BUDGET = 0.05
-    #: bytes of history read at a time: between two chunks the GUI thread gets
-    #: the interpreter back, so a long history never holds it for long
-    CHUNK = 128 * 1024
+    #: bytes of history read at a time.  A chunk is parsed in one C call, which
+    #: holds the interpreter lock throughout: 32 KB take a fraction of a
+    #: millisecond, and between two chunks the window can have the lock back
+    CHUNK = 32 * 1024
+    #: bytes of records one poll hands the window at most: the window adds them
+    #: to its table and plot in one go, which must stay far below a 50 ms stall
+    RECORDS_PER_POLL = 128 * 1024
+    #: (work, rest) seconds of :class:`Pace`: the poller computes at most
+    #: ``work`` at a stretch before resting ``rest``, the window's share
+    PACE = (0.004, 0.006)
 
     def __init__(self, workspace_root: str | os.PathLike, *,
                  clock: Callable[[], float] = time.time, actions: Mapping[str, Callable] | None = None) -> None:
@@ -421,6 +546,8 @@ class ExperimentsWatch:
         self.clock = clock
         self._watches: dict[Path, RunWatch] = {}
         self._caught_up: set[Path] = set()  # runs whose history has been read once
+        #: how often the poller has rested for the window (see :class:`Pace`)
+        self.rests = 0
         self._detail: _Detail | None = None
         self._pending: collections.deque = collections.deque()
         self._lock = threading.Lock()
@@ -531,7 +658,7 @@ class ExperimentsWatch:
             self._run_dirs = runs_of(run_root)
         return self._run_dirs
 
-    def _catch_up(self, watch: RunWatch, deadline: float) -> bool:
+    def _catch_up(self, watch: RunWatch, deadline: float, pace: Pace) -> bool:
         """Read a new run's journal history chunk by chunk until it is read or ``deadline``
         (one chunk at least).  :returns: True when the history is read."""
         tail = watch.journal_tail
@@ -546,7 +673,7 @@ class ExperimentsWatch:
             if tail.restarted:
                 watch.replay = JournalReplay()
             watch.replay.feed(events)
-            time.sleep(0)  # hand the interpreter to the GUI thread between chunks
+            pace.breathe()  # let the window have the interpreter between chunks
             if time.monotonic() > deadline and tail.offset < size:
                 return False
 
@@ -584,13 +711,14 @@ class ExperimentsWatch:
         now = self.clock()
         rows = []
         deadline = time.monotonic() + self.FIRST_READ_BUDGET
+        pace = Pace(*self.PACE)
         read_history = False
         for run_dir in run_dirs:
             watch = self._watch(run_dir)
             if run_dir not in self._caught_up:
                 # one history a poll at least, so every run is read in the end
                 if (read_history and time.monotonic() > deadline) or \
-                        not self._catch_up(watch, deadline):
+                        not self._catch_up(watch, deadline, pace):
                     read_history = True
                     rows.append(reading_row(run_dir.name))
                     continue
@@ -598,39 +726,55 @@ class ExperimentsWatch:
                 self._caught_up.add(run_dir)
             status = watch.status()
             rows.append(run_row(status, watch.progress(status), now))
-            time.sleep(0)  # hand the interpreter to the GUI thread between runs
+            pace.breathe()
         snapshot["rows"] = rows
         snapshot["more"] = any(row["state"] == "reading" for row in rows)
         chosen = request.get("run")
         by_id = {row["run_id"]: row for row in rows}
         if chosen in by_id:
-            snapshot["detail"] = self._read_detail(run_root / chosen, by_id[chosen])
+            snapshot["detail"] = self._read_detail(run_root / chosen, by_id[chosen], pace)
             snapshot["more"] = snapshot["more"] or snapshot["detail"]["more_records"]
         else:
             self._detail = None
+        self.rests += pace.rests
         return snapshot
 
-    def _new_records(self, records: RecordsTail) -> tuple[list[dict[str, Any]], bool]:
-        """Records committed since the last poll, at most :attr:`CHUNK` bytes of them
-        (a long run's thousands of records reach the window over a few polls)."""
-        new = [r for r in records.tail.read(max_bytes=self.CHUNK) if isinstance(r, dict)]
-        restarted = records.tail.restarted
-        if restarted:
-            records.records = []
-        records.records.extend(new)
-        return new, restarted
+    def _new_records(self, tail: JsonlTail, pace: Pace) -> tuple[RecordsBatch, bool]:
+        """Records committed since the last poll: chunk by chunk, resting between, up to
+        :attr:`RECORDS_PER_POLL` bytes and :attr:`FIRST_READ_BUDGET` seconds (one
+        chunk at least), so a long run's hundred thousand records reach the window
+        over some polls, each a few milliseconds of work for the window.
 
-    def _read_detail(self, run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
+        The poller hands them on without keeping them: the window keeps what it
+        shows, and a second copy here would only lengthen the collector's pauses.
+        """
+        deadline = time.monotonic() + self.FIRST_READ_BUDGET
+        new = RecordsBatch()
+        restarted = False
+        start = tail.offset
+        while True:
+            with collector_paused():
+                chunk = [r for r in tail.read(max_bytes=self.CHUNK) if isinstance(r, dict)]
+                if tail.restarted:  # replaced since: what was read belongs to the old file
+                    new, restarted, start = RecordsBatch(), True, 0
+                new.add(chunk)
+                del chunk
+            pace.breathe()
+            if tail.offset >= _size(tail.path) or time.monotonic() > deadline \
+                    or tail.offset - start >= self.RECORDS_PER_POLL:
+                return new, restarted
+
+    def _read_detail(self, run_dir: Path, row: Mapping[str, Any], pace: Pace) -> dict[str, Any]:
         """New records and log text; notes, configuration and report when they changed."""
         detail = self._detail
         if detail is None or detail.run_dir != run_dir:
             detail = self._detail = _Detail(run_dir)
-        records, restarted = self._new_records(detail.records)
-        out: dict[str, Any] = {"run_id": run_dir.name, "records": records,
-                               "plot": plot_columns(records),
+        records, restarted = self._new_records(detail.records, pace)
+        out: dict[str, Any] = {"run_id": run_dir.name, "records": records.cells,
+                               "committed": records.committed, "columns": records.columns,
+                               "plot": records.plot,
                                "records_reset": restarted or detail.first,
-                               "more_records": detail.records.tail.offset < _size(
-                                   detail.records.tail.path)}
+                               "more_records": detail.records.offset < _size(detail.records.path)}
         log_path = log_of(run_dir, row)
         if log_path != detail.log_path or detail.first:
             detail.log_path = log_path

@@ -164,7 +164,7 @@ class RunDetail(QTabWidget):
             self.records.clear()
             self.plot.clear()
         if detail["records"]:
-            self.records.append(detail["records"])
+            self.records.append_rows(detail["records"], detail["committed"], detail["columns"])
             self.plot.append(detail["plot"])
         if detail.get("log_reset"):
             self.log.clear()

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from functools import lru_cache
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap
 
-from spacrq.experiments.watch import format_duration
+from spacrq.experiments.watch import RecordsBatch, format_duration
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -187,17 +187,20 @@ class RecordsModel(QAbstractTableModel):
 
     Columns are discovered from the records themselves (a record's ``value``
     mapping contributes one column per key), in the order they first appear.
+    Each record is kept as its row's flat cells
+    (:func:`~spacrq.experiments.watch.record_cells`), not as read.
     """
 
     FIXED = ("index", "step")
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self._records: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
+        self._committed: list[str] = []  # each row's saved_at, for its tooltip
         self._columns: list[str] = list(self.FIXED)
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self._records)
+        return 0 if parent.isValid() else len(self._rows)
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self._columns)
@@ -213,50 +216,39 @@ class RecordsModel(QAbstractTableModel):
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        record = self._records[index.row()]
+        cells = self._rows[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return _cell(self._value(record, self._columns[index.column()]))
+            return _cell(cells.get(self._columns[index.column()]))
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"step {self._value(record, 'step')}, committed {record.get('saved_at', '?')}"
+            return f"step {cells.get('step')}, committed {self._committed[index.row()]}"
         return None
-
-    @staticmethod
-    def _value(record: dict[str, Any], column: str) -> Any:
-        if column == "index":
-            return record.get("index")
-        if column == "step":
-            provenance = record.get("provenance")
-            return provenance.get("step_id") if isinstance(provenance, dict) else None
-        value = record.get("value")
-        if column == "value":
-            return value if not isinstance(value, dict) else None
-        if isinstance(value, dict):
-            return value.get(column)
-        return record.get(column)
 
     def clear(self) -> None:
         self.beginResetModel()
-        self._records = []
+        self._rows, self._committed = [], []
         self._columns = list(self.FIXED)
         self.endResetModel()
 
-    def append(self, records: Sequence[dict[str, Any]]) -> None:
-        """Add newly committed records at the end (columns grow as new keys appear)."""
-        if not records:
+    def append(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Add newly committed records, as read, at the end."""
+        batch = RecordsBatch()
+        batch.add(list(records))
+        self.append_rows(batch.cells, batch.committed, batch.columns)
+
+    def append_rows(self, cells: Sequence[dict[str, Any]], committed: Sequence[str],
+                    columns: Sequence[str]) -> None:
+        """Add rows the poller already made flat (a snapshot's ``records``, ``committed``
+        and ``columns``) at the end; columns grow as new keys appear."""
+        if not cells:
             return
-        new_columns: list[str] = []
-        for record in records:
-            value = record.get("value")
-            keys = list(value) if isinstance(value, dict) else ["value" if "value" in record else "type"]
-            for key in keys:
-                if key not in self._columns and key not in new_columns:
-                    new_columns.append(str(key))
+        new_columns = [c for c in columns if c not in self._columns]
         if new_columns:
             first = len(self._columns)
             self.beginInsertColumns(QModelIndex(), first, first + len(new_columns) - 1)
             self._columns.extend(new_columns)
             self.endInsertColumns()
-        first = len(self._records)
-        self.beginInsertRows(QModelIndex(), first, first + len(records) - 1)
-        self._records.extend(records)
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(cells) - 1)
+        self._rows.extend(cells)
+        self._committed.extend(committed)
         self.endInsertRows()

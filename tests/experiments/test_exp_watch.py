@@ -310,3 +310,80 @@ def test_a_long_history_reaches_the_window_in_chunks(declared, workspace):
     assert states[0] == "reading" and states[-1] == "interrupted"
     assert snap["rows"][0]["done"] == 300
     assert indices == list(range(300)) and resets.count(True) == 1 and len(resets) > 2
+
+
+def test_pace_rests_only_after_a_full_slice_of_work():
+    from spacrq.experiments.watch import Pace
+    busy = Pace(work=0.0, rest=0.001)
+    busy.breathe()
+    busy.breathe()
+    assert busy.rests == 2  # every slice used up: the window gets the lock each time
+    quick = Pace(work=60.0, rest=0.001)
+    quick.breathe()
+    assert quick.rests == 0  # a short poll never waits
+
+
+def test_reading_a_long_history_rests_between_chunks_and_a_quiet_poll_does_not(declared, workspace):
+    spec, run_root = declared
+    _started(run_root, "long", 400, 300, alive=False)
+    watch = ExperimentsWatch(workspace.root)
+    watch.CHUNK, watch.FIRST_READ_BUDGET = 4096, 60.0
+    watch.PACE = (0.0, 0.0005)  # any work at all uses up a slice
+    snap = watch.poll({"experiment": "sweep"})
+    journal = (run_root / "long" / "journal.jsonl").stat().st_size
+    assert snap["rows"][0]["done"] == 300 and not snap["more"]
+    assert watch.rests >= journal // 4096  # one rest per chunk at least
+    watch.PACE = (60.0, 0.0005)  # nothing new to read: finished within one slice
+    before = watch.rests
+    watch.poll({"experiment": "sweep"})
+    assert watch.rests == before
+
+
+def test_the_records_of_a_long_run_come_several_chunks_a_poll_when_time_allows(declared, workspace):
+    spec, run_root = declared
+    run_dir = _started(run_root, "long", 400, 300, alive=False)
+    with open(run_dir / "records.jsonl", "w") as f:
+        for i in range(300):
+            f.write(json.dumps({"index": i, "value": {"signal": i / 10}}) + "\n")
+    capped = ExperimentsWatch(workspace.root)
+    capped.CHUNK, capped.FIRST_READ_BUDGET, capped.RECORDS_PER_POLL = 1024, 60.0, 3000
+    snap = capped.poll({"experiment": "sweep", "run": "long"})
+    first = [r["index"] for r in snap["detail"]["records"]]
+    assert 3000 // 60 < len(first) < 300 and first == list(range(len(first)))  # a few chunks, not all
+    assert snap["more"] and snap["detail"]["more_records"]
+    watch = ExperimentsWatch(workspace.root)
+    watch.CHUNK, watch.FIRST_READ_BUDGET = 1024, 60.0
+    snap = watch.poll({"experiment": "sweep", "run": "long"})
+    assert [r["index"] for r in snap["detail"]["records"]] == list(range(300))
+    assert snap["detail"]["records_reset"] and not snap["more"]
+    with open(run_dir / "records.jsonl.new", "w") as f:  # the file replaced: read again from its start
+        f.write(json.dumps({"index": 0, "value": {"signal": 7}}) + "\n")
+    os.replace(run_dir / "records.jsonl.new", run_dir / "records.jsonl")
+    snap = watch.poll({"experiment": "sweep", "run": "long"})
+    assert snap["detail"]["records"] == [{"index": 0, "step": None, "signal": 7}]
+    assert snap["detail"]["records_reset"]
+
+
+
+def test_records_reach_the_window_as_flat_rows_the_collector_never_walks(declared, workspace):
+    import gc
+
+    spec, run_root = declared
+    run_dir = _started(run_root, "long", 10, 3, alive=False)
+    with open(run_dir / "records.jsonl", "w") as f:
+        for i in range(6000):
+            f.write(json.dumps({"index": i, "saved_at": f"t{i}", "type": "value",
+                                "provenance": {"step_id": f"s{i}", "params": {"x": i}},
+                                "value": {"x": i, "signal": i / 10}}) + "\n")
+    watch = ExperimentsWatch(workspace.root)
+    watch.FIRST_READ_BUDGET, watch.RECORDS_PER_POLL, watch.PACE = 60.0, 10 ** 9, (60.0, 0.0)
+    gc.collect()
+    before = [stat["collections"] for stat in gc.get_stats()]
+    detail = watch.poll({"experiment": "sweep", "run": "long"})["detail"]
+    older = sum(after["collections"] - b for after, b in zip(gc.get_stats()[1:], before[1:]))
+    assert detail["records"][5] == {"x": 5, "signal": 0.5, "index": 5, "step": "s5"}
+    assert detail["committed"][5] == "t5" and detail["columns"] == ["x", "signal"]
+    assert detail["plot"]["series"]["value.signal"][1][:2] == [0.0, 0.1]
+    assert not any(gc.is_tracked(row) for row in detail["records"])
+    # 18 000 nested dicts read and none promoted: the older generations were never collected
+    assert older == 0 and gc.isenabled()

@@ -18,7 +18,7 @@ from spacrq.experiments.runs import create_run
 from spacrq.procs import ProcessRef
 from spacrq.runfiles import write_json
 from spacrq.ui.experiments_form import ConfigForm, FormError
-from spacrq.ui.experiments_models import RunTableModel
+from spacrq.ui.experiments_models import RecordsModel, RunTableModel
 from spacrq.ui.experiments_pane import ExperimentsPane
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -420,3 +420,37 @@ def test_the_environment_a_module_reads_is_checked_against_the_declaration(qtbot
         assert said_missing.startswith("HWP_ADDRESS must be set")
     finally:
         pane.shutdown()
+
+
+def _record(i: int, value) -> dict:
+    return {"index": i, "saved_at": f"2026-01-01T00:00:{i % 60:02d}", "type": "value",
+            "provenance": {"step_id": f"p{i}", "params": {"x": i}}, "value": value}
+
+
+def test_the_records_table_shows_every_shape_of_record_from_its_own_cells(qtbot):
+    model = RecordsModel()
+    model.append([_record(0, {"x": 0, "signal": 1.5, "index": 99}), _record(1, 2.25),
+                  {"index": 2, "saved_at": "t", "type": "blob", "blob": "a.npy"}])
+    headers = [model.headerData(i, Qt.Orientation.Horizontal) for i in range(model.columnCount())]
+    assert headers == ["index", "step", "x", "signal", "value", "type"]
+    cells = [[model.data(model.index(r, c)) for c in range(model.columnCount())] for r in range(3)]
+    assert cells == [["0", "p0", "0", "1.5", "", ""],  # the record's index, not a value field's
+                     ["1", "p1", "", "", "2.25", "value"],
+                     ["2", "", "", "", "", "blob"]]
+    tip = model.data(model.index(1, 0), Qt.ItemDataRole.ToolTipRole)
+    assert tip == "step p1, committed 2026-01-01T00:00:01"
+    model.clear()
+    assert model.rowCount() == 0 and model.columnCount() == 2
+
+
+def test_a_long_records_table_adds_nothing_to_the_collectors_scans(qtbot):
+    """Rows of numbers are kept flat, so a full collection does not walk 100 000 of them."""
+    import gc
+
+    model = RecordsModel()
+    gc.collect()
+    before = len(gc.get_objects())
+    model.append([_record(i, {"x": i, "signal": i * 0.5, "label": f"s{i}"}) for i in range(3000)])
+    gc.collect()
+    assert model.rowCount() == 3000
+    assert len(gc.get_objects()) - before < 100  # as read, 6000 nested dicts would be tracked
