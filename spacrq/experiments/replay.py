@@ -90,7 +90,7 @@ class JournalReplay:
 
     def feed(self, events: Iterable[Mapping[str, Any]]) -> None:
         for event in events:
-            if isinstance(event, Mapping):
+            if type(event) is dict or isinstance(event, Mapping):  # the common case without the ABC check
                 self._fold(event)
 
     def _fold(self, event: Mapping[str, Any]) -> None:
