@@ -248,7 +248,8 @@ class TaskReport:
         rows = [r for r in rows if r[1]]  # a row of dashes says nothing the headline does not
         if rows:
             lines.append(text_table(("per block", "mean", "std", "min", "max", "total"),
-                                [[name, *stat.cells(unit)] for name, stat, unit in rows]))
+                                [[name, *stat.cells(unit, additive=name != "peak RSS")]
+                                 for name, stat, unit in rows]))
         if b.has_stats and b.wall.n >= 2:
             lines.append(f"    {'trend':<10}  {_format_trend(b.trend_slope_ms, b.wall.n)}")
         if w.count or w.unmanaged_clients:

@@ -119,14 +119,19 @@ class Stat:
         factor, name, digits = unit_scale(self.mean, unit)
         return f"{self.mean * factor:.{digits}f} ± {self.std * factor:.{digits}f} {name}".rstrip()
 
-    def cells(self, unit: str = "s") -> list[str]:
-        """mean, std, min, max, total as text for a table row; ``—`` in each when empty."""
+    def cells(self, unit: str = "s", *, additive: bool = True) -> list[str]:
+        """mean, std, min, max, total as text for a table row; ``—`` in each when empty.
+
+        ``additive=False`` for a figure whose sum means nothing (the peak RSS of
+        a million blocks does not add up to terabytes of memory): its total is ``—``.
+        """
         if not self:
             return ["—"] * 5
         factor, name, digits = unit_scale(self.mean, unit)
         std = f"{self.std * factor:.{digits}f} {name}".rstrip()  # in the mean's unit
+        total = format_value(self.total, unit) if additive else "—"
         return [format_value(self.mean, unit), std,
-                *(format_value(v, unit) for v in (self.min, self.max, self.total))]
+                *(format_value(v, unit) for v in (self.min, self.max)), total]
 
     def __str__(self) -> str:
         return self.format()

@@ -54,7 +54,8 @@ def block_table(report: TaskReport) -> tuple[list[dict], str]:
         stat = getattr(b, attr)
         if not stat or (attr != "round_trip" and not b.has_stats):
             continue
-        rows.append({"key": attr, "cells": [label, f"{stat.n:,}", *stat.cells(unit)]})
+        rows.append({"key": attr, "cells": [label, f"{stat.n:,}",
+                                            *stat.cells(unit, additive=attr != "peak_rss")]})
     if b.has_stats:
         return rows, ""
     if rows:

@@ -199,6 +199,14 @@ def test_render_panel_units_skipped_exits_and_dashes():
     assert "(1 still running)" in out
 
 
+def test_peak_rss_has_no_total_because_peaks_do_not_add_up():
+    text = _task().render()
+    rss_row = next(line for line in text.splitlines() if line.strip().startswith("peak RSS"))
+    assert rss_row.split()[-1] == "—"
+    wall_row = next(line for line in text.splitlines() if line.strip().startswith("wall"))
+    assert wall_row.split()[-1] != "—"  # times do add up
+
+
 def test_render_is_empty_when_nothing_was_measured():
     run = RunReport({"serial": TaskReport("serial", BlockSummary(count=100, skipped=3))})
     assert run.render() == "" and str(run) == ""
