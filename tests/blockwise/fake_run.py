@@ -20,6 +20,18 @@ from spacrq.runfiles import write_progress
 RECENT = 2000
 
 
+def create_tracking_arrays(group, shape, *, tracked: bool = True) -> None:
+    """The store's arrays as docs/CONVENTIONS.md lays them out, every one at its fill value."""
+    group.create_array("done", shape=shape, dtype=bool, fill_value=False)
+    group.create_array("failures", shape=shape, dtype=np.int32, fill_value=0)
+    if tracked:
+        for name in ("wall_seconds", "cpu_seconds", "sent_at", "returned_at"):
+            group.create_array(name, shape=shape, dtype=np.float64, fill_value=np.nan)
+        for name in ("peak_rss_bytes", "io_read_bytes", "io_write_bytes"):
+            group.create_array(name, shape=shape, dtype=np.int64, fill_value=-1)
+        group.create_array("worker_id", shape=shape, dtype=np.int32, fill_value=-1)
+
+
 class FakeRun:
     def __init__(self, store_dir: Path, task_id: str = "smooth", grid_shape=(4, 5), workers: int = 2,
                  tracked: bool = True, store: bool = True, run_id: str = "run-1",
@@ -58,17 +70,8 @@ class FakeRun:
                                      "write_roi": {"offset": [0] * len(self.grid_shape),
                                                    "shape": [10] * len(self.grid_shape)},
                                      "grid_shape": list(self.grid_shape), "fit": "valid"}})
-        shape = self.grid_shape
-        if "done" in g:
-            return g
-        g.create_array("done", shape=shape, dtype=bool, fill_value=False)
-        g.create_array("failures", shape=shape, dtype=np.int32, fill_value=0)
-        if self.tracked:
-            for name in ("wall_seconds", "cpu_seconds", "sent_at", "returned_at"):
-                g.create_array(name, shape=shape, dtype=np.float64, fill_value=np.nan)
-            for name in ("peak_rss_bytes", "io_read_bytes", "io_write_bytes"):
-                g.create_array(name, shape=shape, dtype=np.int64, fill_value=-1)
-            g.create_array("worker_id", shape=shape, dtype=np.int32, fill_value=-1)
+        if "done" not in g:
+            create_tracking_arrays(g, self.grid_shape, tracked=self.tracked)
         return g
 
     def complete(self, n: int, *, fail: int = 0, state: str = "running") -> None:

@@ -1,28 +1,18 @@
 """The Run Report pane's poller body, without Qt: incremental reads, bounded series, trends."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fake_run import FakeRun
 from spacrq.blockwise.watch import (NOT_MEASURED, LiveRun, PeakSeries, ReportWatcher, RunSource,
                                     Trend, resolve_source, worker_blocks)
 from spacrq.runfiles import RunFileError
 
 
-def _load_fake_run():
-    path = Path(__file__).with_name("fake_run.py")
-    spec = importlib.util.spec_from_file_location("spacrq_tests_fake_run", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FakeRun
-
-
-FakeRun = _load_fake_run()
 
 
 # -- bounded series -------------------------------------------------------------

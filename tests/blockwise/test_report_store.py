@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import zarr
+from fake_run import create_tracking_arrays
 
 from spacrq.blockwise import report as rp
 from spacrq.runfiles import write_progress
@@ -19,14 +20,7 @@ def make_store(path, grid=GRID, *, task_id="smooth", tracking=True):
     group = zarr.open_group(str(path), mode="w", attributes={
         "spacrq_tracking": 1, "task_id": task_id, "layout_hash": "x",
         "geometry": {"grid_shape": list(grid), "fit": "valid"}})
-    group.create_array("done", shape=grid, dtype=bool, fill_value=False)
-    group.create_array("failures", shape=grid, dtype=np.int32, fill_value=0)
-    if tracking:
-        for name in ("wall_seconds", "cpu_seconds", "sent_at", "returned_at"):
-            group.create_array(name, shape=grid, dtype=np.float64, fill_value=np.nan)
-        for name in ("peak_rss_bytes", "io_read_bytes", "io_write_bytes"):
-            group.create_array(name, shape=grid, dtype=np.int64, fill_value=-1)
-        group.create_array("worker_id", shape=grid, dtype=np.int32, fill_value=-1)
+    create_tracking_arrays(group, grid, tracked=tracking)
     return group
 
 

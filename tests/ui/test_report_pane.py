@@ -1,24 +1,15 @@
 """The Run Report pane, driven through files the way a blockwise run writes them."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from fake_run import FakeRun
 from spacrq.blockwise.watch import NOT_MEASURED
 from spacrq.ui.report_pane import RunReportPane
 
 
-def _load_fake_run():
-    path = Path(__file__).resolve().parents[1] / "blockwise" / "fake_run.py"
-    spec = importlib.util.spec_from_file_location("spacrq_tests_fake_run", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FakeRun
-
-
-FakeRun = _load_fake_run()
 WAIT = 10_000
 
 

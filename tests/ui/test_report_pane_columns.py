@@ -1,24 +1,15 @@
 """The Run Report pane's tables are wide enough for the figures that arrive in them."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
+from fake_run import FakeRun
 from spacrq.ui.report_pane import RunReportPane
 
 WAIT = 10_000
 
 
-def _fake_run_class():
-    path = Path(__file__).resolve().parents[1] / "blockwise" / "fake_run.py"
-    spec = importlib.util.spec_from_file_location("spacrq_tests_fake_run_columns", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FakeRun
-
-
 def test_a_worker_drill_down_listed_into_an_empty_table_shows_whole_figures(workspace, qtbot):
-    run = _fake_run_class()(workspace.runs / "smooth", task_id="smooth", grid_shape=(6, 6))
+    run = FakeRun(workspace.runs / "smooth", task_id="smooth", grid_shape=(6, 6))
     run.complete(30)
     run.finish()
     pane = RunReportPane(workspace)
