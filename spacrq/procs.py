@@ -175,6 +175,11 @@ def stop_group(pid: int, grace: float = DEFAULT_GRACE, *, started: float | None 
     return "killed"
 
 
-def python_executable() -> str:
-    """The interpreter spacrq runs in (a frozen build has none to offer)."""
-    return sys.executable
+def module_argv(module: str, *args: str) -> list[str]:
+    """The argv that runs ``python -m module args…`` in spacrq's own interpreter.
+
+    Every place that starts a spacrq child process (a queue runner, a job, a
+    block worker, a supervisor) asks this one function, so that a frozen
+    build can answer with its own executable and a dispatcher instead.
+    """
+    return [sys.executable, "-m", module, *map(str, args)]

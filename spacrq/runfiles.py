@@ -20,26 +20,46 @@ live here once:
   that shrank was replaced, so the tail starts over.
 * **Control is a small document merged by key.**  :func:`ask` merges fields
   into ``control.json`` atomically; :func:`asked` reads it and treats a garbled
-  file as "nothing asked" (with the reason), because a runner must never crash
-  over a request it cannot read.
+  file as "nothing asked" (``{}``; :func:`control_problem` says why), because a
+  runner must never crash over a request it cannot read.
+* **One rule for bytes that may hold anything.**  Every JSON document and line
+  spacrq reads goes through :func:`loads`: strict JSON (no ``NaN``, no
+  ``Infinity``, no number that overflows a double), valid UTF-8, nested no
+  deeper than :data:`MAX_DEPTH`, no larger than the reader allows.  Anything
+  else is a :class:`RunFileError` whose message names the file and the fix,
+  never a ``UnicodeDecodeError`` or ``RecursionError`` escaping to the operator.
+* **Never through a link.**  Appends open with ``O_NOFOLLOW``; whole documents
+  replace the link itself, never its target; :func:`refuse_link` lets a
+  command refuse a symlinked run directory in one sentence.
 
 Nothing here imports Qt; the GUI's pollers call the same functions.
 """
 from __future__ import annotations
 
-import gc
 import json
+import math
 import os
+import stat as stat_mod
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+import orjson
+
 __all__ = [
     "CONTROL_FILE",
     "PROGRESS_FILE",
     "RunFileError",
+    "MAX_DEPTH",
+    "loads",
+    "dumps",
+    "read_json_checked",
+    "append_text",
+    "refuse_link",
+    "safe_name",
+    "control_problem",
     "write_bytes",
     "write_text",
     "write_json",
@@ -59,8 +79,116 @@ CONTROL_FILE = "control.json"
 PROGRESS_FILE = "progress.json"
 
 
+#: Deepest nesting of arrays and objects a run file may hold.  spacrq's own
+#: files are a few levels deep; a thousand levels is an attack or an accident
+#: that would otherwise surface later as a ``RecursionError`` somewhere else.
+MAX_DEPTH = 64
+#: Largest JSON document :func:`read_json` reads by default (a 2000-job queue
+#: file is about 1 MB).
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+#: Largest control document: a few keys; anything bigger is not a request.
+MAX_CONTROL_BYTES = 64 * 1024
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 class RunFileError(RuntimeError):
-    """A run file could not be read or written; the message says which and why."""
+    """A run file could not be read or written; the message says which and why.
+
+    :attr:`path` is the file concerned (``None`` when the bytes came from
+    elsewhere), so a caller can act on it without parsing the sentence.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None) -> None:
+        super().__init__(message)
+        self.path = Path(path) if path is not None else None
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
+def _brackets(data: bytes | bytearray | memoryview | str) -> int:
+    """An upper bound on the nesting depth of ``data`` (cheap: two C-level counts)."""
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    raw = bytes(data) if isinstance(data, memoryview) else data
+    return raw.count(b"[") + raw.count(b"{")
+
+
+def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLike = "",
+          max_depth: int = MAX_DEPTH) -> Any:
+    """Parse ``data`` as strict JSON, the one way spacrq parses what it reads.
+
+    Refused, each with a sentence naming ``where``: bytes that are not UTF-8,
+    anything that is not JSON, ``NaN``/``Infinity`` and numbers beyond a
+    double (``1e400``), and nesting deeper than ``max_depth``.
+
+    :raises RunFileError: for each of those.
+    """
+    name = str(where) or "the input"
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        reason = str(exc).split(": line")[0]
+        raise RunFileError(f"{name} is not valid JSON ({reason}); "
+                           "replace it with a valid file or remove it", where or None) from None
+    except RecursionError:
+        raise RunFileError(f"{name} is nested too deeply to be a spacrq file; "
+                           "replace it with a valid file or remove it", where or None) from None
+    if (isinstance(value, (dict, list)) and max_depth and _brackets(data) > max_depth
+            and _too_deep(value, max_depth)):
+        raise RunFileError(f"{name} nests objects and arrays more than {max_depth} deep; "
+                           "replace it with a valid file or remove it", where or None)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """What ``json`` cannot write as strict JSON, made writable (``default`` hook)."""
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return value.tolist()
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (recursively)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps(document: Any, *, indent: int | None = None) -> str:
+    """``document`` as strict JSON text: what :func:`loads` reads back.
+
+    A non-finite float (a NaN statistic, an infinite timeout) is written as
+    ``null`` rather than as the ``NaN`` that no strict reader accepts.
+    """
+    separators = (",", ": ") if indent is not None else (",", ":")
+    try:
+        return json.dumps(document, indent=indent, default=_plain, allow_nan=False,
+                          separators=separators)
+    except ValueError:
+        return json.dumps(_finite(document), indent=indent, default=_plain,
+                          allow_nan=False, separators=separators)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -115,54 +243,159 @@ def write_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> P
 
 def write_json(path: str | os.PathLike, document: Any, *, indent: int | None = 2,
                durable: bool = True) -> Path:
-    """Replace ``path`` with ``document`` as JSON, atomically (see :func:`write_text`)."""
-    text = json.dumps(document, indent=indent, default=str)
-    return write_text(path, text + "\n", durable=durable)
+    """Replace ``path`` with ``document`` as strict JSON, atomically (see :func:`write_text`)."""
+    return write_text(path, dumps(document, indent=indent) + "\n", durable=durable)
 
 
-def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+_KIND_NAMES = {dict: "an object", list: "an array", str: "a string", int: "a number",
+               float: "a number", bool: "true or false", type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
+def read_json(path: str | os.PathLike, default: Any = None, *,
+              expect: type | tuple[type, ...] | None = None,
+              max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     """The JSON document at ``path``; ``default`` when it is missing or empty.
 
-    :raises RunFileError: when the file exists but is not JSON, naming it.
+    ``expect`` (``dict``, ``list``, …) is the shape the caller needs; a file
+    holding anything else is refused like a garbled one.  A file larger than
+    ``max_bytes``, a folder, a device or a FIFO in the file's place is refused
+    without reading it.
+
+    :raises RunFileError: when the file exists but cannot be used, naming it
+        and the fix.
     """
     target = Path(path)
     try:
-        text = target.read_text(encoding="utf-8")
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return default
     except OSError as exc:
-        raise RunFileError(f"could not read {target}: {exc.strerror or exc}") from None
-    if not text.strip():
-        return default
+        raise RunFileError(f"could not read {target}: {exc.strerror or exc}; "
+                           "check that it is a readable file", target) from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RunFileError(
-            f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise RunFileError(f"{target} is not a regular file; "
+                               "remove it so that spacrq can write the file there", target)
+        if st.st_size > max_bytes:
+            raise RunFileError(f"{target} is {st.st_size:,} bytes, more than the {max_bytes:,} "
+                               "such a file may hold; replace it with a valid file or remove it",
+                               target)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > max_bytes:
+                raise RunFileError(f"{target} grew past the {max_bytes:,} bytes such a file "
+                                   "may hold; replace it with a valid file or remove it", target)
+    except OSError as exc:
+        raise RunFileError(f"could not read {target}: {exc.strerror or exc}; "
+                           "check that it is a readable file", target) from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if not data.strip():
+        return default
+    doc = loads(data, where=target)
+    if expect is not None and not isinstance(doc, expect):
+        wanted = expect if isinstance(expect, tuple) else (expect,)
+        names = " or ".join(dict.fromkeys(_KIND_NAMES.get(k, k.__name__) for k in wanted))
+        raise RunFileError(f"{target} holds {_kind(doc)} where {names} belongs; "
+                           "replace it with a valid file or remove it", target)
+    return doc
+
+
+def read_json_checked(path: str | os.PathLike, default: Any = None, *,
+                      expect: type | tuple[type, ...] | None = None,
+                      max_bytes: int = MAX_DOCUMENT_BYTES) -> tuple[Any, str | None]:
+    """``(document, None)``, or ``(default, the sentence saying why)`` when unusable.
+
+    For readers that must carry on whatever the file holds (a runner, a
+    poller): the problem is something to show, not something to raise.
+    """
+    try:
+        return read_json(path, default, expect=expect, max_bytes=max_bytes), None
+    except RunFileError as exc:
+        return default, str(exc)
 
 
 def append_jsonl(path: str | os.PathLike, record: Mapping[str, Any] | Any, *,
                  durable: bool = True) -> None:
     """Append ``record`` as one JSON line, in one write, fsync'd by default."""
+    line = dumps(record) + "\n"
+    _append(path, line.encode("utf-8"), durable=durable, fresh_line=True)
+
+
+def append_text(path: str | os.PathLike, text: str, *, durable: bool = True) -> None:
+    """Append ``text`` to a text file (a note, a log) in one write, never through a link."""
+    _append(path, text.encode("utf-8"), durable=durable, fresh_line=False)
+
+
+def _open_append(target: Path) -> int:
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW
+    try:
+        try:
+            return os.open(target, flags, 0o644)
+        except FileNotFoundError:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(target, flags, 0o644)
+    except OSError as exc:
+        if target.is_symlink():
+            raise RunFileError(f"{target} is a symbolic link; spacrq does not write through "
+                               "links: replace it with a regular file", target) from None
+        raise
+
+
+def _append(path: str | os.PathLike, data: bytes, *, durable: bool, fresh_line: bool) -> None:
     target = Path(path)
-    line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
-    data = line.encode("utf-8")
+    fd = _open_append(target)
     try:
-        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    except FileNotFoundError:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise RunFileError(f"{target} is not a regular file; remove it so that spacrq "
+                               "can write the file there", target)
         # A line torn by a crash must not swallow this one: start on a fresh line.
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         os.write(fd, data)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def refuse_link(path: str | os.PathLike, what: str = "folder") -> Path:
+    """``path``, or :class:`RunFileError` when it is a symbolic link.
+
+    For run directories and the files a command is about to write: spacrq
+    writes only where the operator's folder really is, never where a link
+    planted in it points.
+    """
+    target = Path(path)
+    if target.is_symlink():
+        raise RunFileError(f"{target} is a symbolic link; spacrq does not write through links: "
+                           f"use the {what} it points to directly", target)
+    return target
+
+
+def safe_name(name: Any, what: str = "name") -> str:
+    """``name`` when it can be a file or folder name inside a directory, else RunFileError.
+
+    Ids and names read from files become paths; one that holds a separator,
+    is ``.``/``..``, is empty, or holds a NUL would escape (or break) the
+    directory it names a child of.
+    """
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name
+            or "\\" in name or "\0" in name or name != name.strip()):
+        raise RunFileError(f"{what} {name!r} cannot name a file: use letters, digits, "
+                           "'-', '_' and '.', without '/' or leading or trailing spaces")
+    return name
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Any]:
@@ -178,7 +411,9 @@ class JsonlTail:
     Each :meth:`read` returns only the records completed since the previous
     call, reading only the new bytes.  A torn last line (no newline yet) is
     held back until it is finished; a line that is not JSON is counted in
-    :attr:`bad_lines` and skipped rather than ending the reading.  If the file
+    :attr:`bad_lines` and skipped rather than ending the reading (a line that is
+    valid JSON but not an object counts as bad too, unless ``objects_only`` is
+    off).  If the file
     shrinks or is replaced (a different inode), reading starts again from the
     beginning and :attr:`restarted` is set so the caller can drop what it had.
     """
@@ -187,6 +422,9 @@ class JsonlTail:
     offset: int = 0
     bad_lines: int = 0
     restarted: bool = False
+    objects_only: bool = True
+    max_depth: int = MAX_DEPTH
+    last_problem: str | None = None
     _inode: int | None = field(default=None, repr=False)
     _pending: bytes = field(default=b"", repr=False)
 
@@ -197,6 +435,7 @@ class JsonlTail:
         self.offset = 0
         self._pending = b""
         self.bad_lines = 0
+        self.last_problem = None
         self.restarted = True
 
     def read_bytes(self, max_bytes: int | None = None) -> bytes:
@@ -229,35 +468,37 @@ class JsonlTail:
     def read(self, max_bytes: int | None = None) -> list[Any]:
         """The records completed since the last call, in file order.
 
-        The first read of a ten-hour run can be 100 000 lines: they are parsed
-        in one ``json.loads`` of ``[line,line,…]`` (several times faster than a
-        call per line, with the collector paused over the fresh dicts).  A
-        batch holding a garbled line falls back to line by line, so one bad
-        line still costs only itself.
+        Lines are parsed with :func:`loads`' rules; a line that breaks them (or,
+        with ``objects_only``, holds something other than an object) is counted
+        in :attr:`bad_lines`, its reason kept in :attr:`last_problem`, and
+        skipped: one bad line costs only itself.
         """
         data = self.read_bytes(max_bytes)
         if not data:
             return []
-        lines = [ln for ln in data.split(b"\n") if ln.strip()]
-        pause_gc = gc.isenabled() and len(lines) > 1000
-        if pause_gc:
-            gc.disable()
-        try:
-            parsed = json.loads(b"[" + b",".join(lines) + b"]")
-            if len(parsed) == len(lines):
-                return parsed
-        except (ValueError, UnicodeDecodeError):
-            pass
-        finally:
-            if pause_gc:
-                gc.enable()
         out: list[Any] = []
-        for raw in lines:
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
             try:
-                out.append(json.loads(raw))
-            except (ValueError, UnicodeDecodeError):
-                self.bad_lines += 1
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                self._bad(f"a line of {self.path} is not valid JSON "
+                          f"({str(exc).split(': line')[0]})")
+                continue
+            if self.objects_only and not isinstance(value, dict):
+                self._bad(f"a line of {self.path} holds {_kind(value)}, not an object")
+                continue
+            if (isinstance(value, (dict, list)) and _brackets(raw) > self.max_depth
+                    and _too_deep(value, self.max_depth)):
+                self._bad(f"a line of {self.path} nests more than {self.max_depth} deep")
+                continue
+            out.append(value)
         return out
+
+    def _bad(self, reason: str) -> None:
+        self.bad_lines += 1
+        self.last_problem = reason
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.read())
@@ -320,18 +561,20 @@ class TextTail:
 def asked(run_dir: str | os.PathLike, name: str = CONTROL_FILE) -> dict[str, Any]:
     """What a run is being asked for: the control document, ``{}`` when none.
 
-    A garbled control file is read as ``{}`` with the problem under
-    ``"_unreadable"``: a runner keeps running rather than crash over a
-    request it cannot read, and the window can say why nothing happened.
+    Anything unreadable — not UTF-8, not JSON, not an object, too large, a
+    folder — is ``{}`` too ("nothing asked"): a runner keeps running rather
+    than crash over a request it cannot read.  :func:`control_problem` says why.
     """
-    path = Path(run_dir) / name
-    try:
-        doc = read_json(path, default={})
-    except RunFileError as exc:
-        return {"_unreadable": str(exc)}
-    if not isinstance(doc, dict):
-        return {"_unreadable": f"{path} holds a {type(doc).__name__}, not an object"}
+    doc, _ = read_json_checked(Path(run_dir) / name, {}, expect=dict,
+                               max_bytes=MAX_CONTROL_BYTES)
     return doc
+
+
+def control_problem(run_dir: str | os.PathLike, name: str = CONTROL_FILE) -> str | None:
+    """Why the control document cannot be read (one sentence), or None when it can."""
+    _, problem = read_json_checked(Path(run_dir) / name, {}, expect=dict,
+                                   max_bytes=MAX_CONTROL_BYTES)
+    return problem
 
 
 def ask(run_dir: str | os.PathLike, name: str = CONTROL_FILE, **changes: Any) -> dict[str, Any]:
@@ -343,7 +586,7 @@ def ask(run_dir: str | os.PathLike, name: str = CONTROL_FILE, **changes: Any) ->
     doc.update(changes)
     doc["updated_at"] = time.time()
     try:
-        write_json(Path(run_dir) / name, doc)
+        write_json(refuse_link(run_dir) / name, doc)
     except OSError as exc:
         raise RunFileError(
             f"could not write {Path(run_dir) / name}: {exc.strerror or exc}; "
@@ -371,8 +614,5 @@ def write_progress(path: str | os.PathLike, snapshot: Mapping[str, Any]) -> None
 
 def read_progress(path: str | os.PathLike) -> dict[str, Any] | None:
     """The last progress snapshot, or None when there is none or it is unreadable."""
-    try:
-        doc = read_json(path, default=None)
-    except RunFileError:
-        return None
-    return doc if isinstance(doc, dict) else None
+    doc, _ = read_json_checked(path, None, expect=dict)
+    return doc

@@ -37,7 +37,7 @@ from spacrq.experiments.errors import (ABORT, CANCEL, CREATED_FILE, JOURNAL_FILE
                                        PROCESS_FILE, PROGRESS_FILE, RECORDS_FILE,
                                        RESUMABLE_STATES)
 from spacrq.procs import ProcessRef
-from spacrq.runfiles import JsonlTail, RunFileError, read_json, read_progress
+from spacrq.runfiles import JsonlTail, RunFileError, control_problem, read_json, read_progress
 
 __all__ = ["JournalReplay", "RecordsTail", "RunWatch", "status_of", "progress_of", "steps_of",
            "records_of", "reports_in", "resumable", "is_resumable", "process_of", "record_row"]
@@ -282,9 +282,8 @@ class RunWatch:
         status["run_id"] = self.run_dir.name
         status["total"] = status.get("total") or self._plan_length()
         status["bad_lines"] = self.journal_tail.bad_lines
-        control = asked(self.run_dir)
-        status["asked"] = {k: v for k, v in control.items() if not k.startswith("_")}
-        status["control_problem"] = control.get("_unreadable", "")
+        status["asked"] = asked(self.run_dir)
+        status["control_problem"] = control_problem(self.run_dir) or ""
         process = process_of(self.run_dir)
         ref = ProcessRef.from_dict(process)
         alive = bool(ref and ref.alive())
@@ -304,7 +303,7 @@ class RunWatch:
         elif state in ("running", "paused"):
             if ref is not None and not alive:
                 state = "interrupted"
-            elif control.get("stop") in (CANCEL, ABORT):
+            elif status["asked"].get("stop") in (CANCEL, ABORT):
                 state = "stopping"
         elif ref is not None and alive and launched and (status["ended_at"] or 0) < launched:
             state = "running"  # resumed: the new process has not journaled run_started yet

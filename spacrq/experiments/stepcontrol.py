@@ -59,8 +59,7 @@ class StepControl:
 
     def read(self) -> dict[str, Any]:
         """The control document; a garbled one asks nothing (a run never dies over it)."""
-        doc = asked(self.run_dir, CONTROL_FILE)
-        return {} if "_unreadable" in doc else doc
+        return asked(self.run_dir, CONTROL_FILE)
 
     def skip_reports(self) -> None:
         """A resumed run does not journal again the reports its first start journaled."""
