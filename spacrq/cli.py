@@ -33,6 +33,7 @@ GROUPS = (
     "spacrq.blockwise.cli",
     "spacrq.blockwise.report_cli",
     "spacrq.experiments.cli",
+    "spacrq.night.cli",
 )
 
 

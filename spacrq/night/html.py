@@ -1,0 +1,289 @@
+"""The morning report as one self-contained HTML page: the whole night, in the operator's order.
+
+Verdict first, then what needs a person (failures grouped with their fix,
+PARTIAL jobs with their counts), then the night's timeline, every job, each
+blockwise run's figures and charts, each experiment's outcome, the machine,
+and where every log is.  No script, no network, no external file: the page
+opens in any browser, survives being mailed, and prints on A4.  The same
+queue state gives the same bytes apart from the single "written at" line.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from html import escape
+from typing import Iterable
+
+from spacrq.night import svg
+from spacrq.night.charts import block_charts, records_chart
+from spacrq.night.collect import JobFacts, Night
+from spacrq.queue.model import fmt_duration, parse_iso
+
+#: outcome -> bar colour in the timeline and badge colour in the tables
+OUTCOME_COLOURS = {"success": "#2e7d32", "partial": "#e69f00", "failed": "#c62828",
+                   "skipped": "#757575", "not_run": "#bdbdbd", "running": "#1565c0",
+                   "pending": "#bdbdbd"}
+
+#: what to do about a failure of each kind; the job's own message says what happened
+FIX_HINTS = {
+    "ConfigurationError": "Fix the job's settings (Edit in the Queue pane, or the settings "
+                          "file), then 'spacrq queue resume --retry-failed'.",
+    "Killed": "The job was killed by a signal (often out of memory): check the machine's "
+              "memory and the job's peak memory below, then retry it.",
+    "Timeout": "The job ran past its timeout: raise 'timeout' for it, or find why it hung "
+               "in its log.",
+    "FileNotFoundError": "An input is missing: check the path in the message (a share not "
+                         "mounted?), then retry the job.",
+    "PermissionError": "spacrq could not read or write a path: fix its permissions, then "
+                       "retry the job.",
+    "MemoryError": "The job ran out of memory: give it smaller blocks or fewer workers.",
+    "BlockwiseFailed": "Some blocks failed: the job's Run Report lists them; rerunning the job "
+                       "redoes only those.",
+    "ExperimentRunFailed": "The experiment did not complete: rerunning the job resumes it from "
+                           "its last committed step.",
+}
+DEFAULT_HINT = "Read the end of the job's log (path below), fix the cause, then retry the job."
+
+_CSS = """
+@page { size: A4; margin: 14mm; }
+body { font: 13px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
+       max-width: 190mm; margin: 0 auto; padding: 8px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 22px 0 6px;
+border-bottom: 1px solid #ccc; } h3 { font-size: 14px; margin: 14px 0 4px; }
+.verdict { font-size: 17px; font-weight: 600; padding: 8px 10px; border-radius: 4px; }
+.verdict.good { background: #e8f5e9; } .verdict.bad { background: #ffebee; }
+.verdict.mixed { background: #fff8e1; }
+table { border-collapse: collapse; width: 100%; font-size: 12px; }
+th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #eee; vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { color: #fff; border-radius: 3px; padding: 0 5px; font-size: 11px; white-space: nowrap; }
+pre { font-size: 9.5px; background: #f7f7f7; padding: 6px; overflow-x: auto; white-space: pre; }
+figure { margin: 10px 0; page-break-inside: avoid; } figcaption { font-weight: 600; }
+svg text { font: 10px sans-serif; fill: #444; }
+.legend span { margin-right: 12px; white-space: nowrap; font-size: 11px; }
+.key { display: inline-block; width: 18px; height: 0; margin-right: 4px; vertical-align: middle; }
+.note, .problem { font-size: 12px; } .problem { color: #b71c1c; }
+.job { page-break-inside: avoid; } code { font-size: 11px; word-break: break-all; }
+.written { color: #777; font-size: 11px; }
+"""
+
+
+def _badge(outcome: str) -> str:
+    colour = OUTCOME_COLOURS.get(outcome, "#757575")
+    label = "success (PARTIAL)" if outcome == "partial" else outcome.replace("_", " ")
+    return f'<span class="badge" style="background:{colour}">{escape(label)}</span>'
+
+
+def verdict(night: Night) -> tuple[str, str]:
+    """``(one-line verdict, tone)``: what the operator needs to know before anything else."""
+    if night.queue is None:
+        return f"The queue could not be read: {night.problem}", "bad"
+    counts: dict[str, int] = {}
+    for facts in night.jobs:
+        counts[facts.outcome] = counts.get(facts.outcome, 0) + 1
+    total = len(night.jobs)
+    running = counts.get("running", 0)
+    parts = []
+    for key, word in (("failed", "failed"), ("partial", "partial"), ("skipped", "skipped"),
+                      ("not_run", "not run")):
+        if counts.get(key):
+            parts.append(f"{counts[key]} {word}")
+    stopped = night.queue.stopped_reason
+    if running:
+        head = f"Still running: {counts.get('success', 0) + counts.get('partial', 0)} of {total} jobs done"
+        return head + (f"; {', '.join(parts)}" if parts else "") + ".", "mixed"
+    if not parts:
+        return f"All good: every one of the {total} jobs completed and nothing is partial.", "good"
+    head = f"{total - sum(counts.get(k, 0) for k in ('failed', 'partial', 'skipped', 'not_run'))} of {total} jobs fully succeeded; " + ", ".join(parts)
+    if stopped:
+        head += f". Stopped: {stopped}"
+    tone = "bad" if counts.get("failed") or stopped else "mixed"
+    return head + ".", tone
+
+
+def _grouped_failures(night: Night) -> "OrderedDict[str, OrderedDict[str, list[JobFacts]]]":
+    groups: OrderedDict[str, OrderedDict[str, list[JobFacts]]] = OrderedDict()
+    for facts in night.jobs:
+        if facts.outcome != "failed":
+            continue
+        job = facts.job
+        kind = job.failure_kind or "JobFailure"
+        message = job.error.split(" (exit code")[0].split(" (log ")[0] or "no message recorded"
+        groups.setdefault(kind, OrderedDict()).setdefault(message, []).append(facts)
+    return groups
+
+
+def _failures(night: Night) -> Iterable[str]:
+    groups = _grouped_failures(night)
+    if not groups:
+        return
+    yield "<h2>Failures, grouped</h2>"
+    yield ("<p class=\"note\">Identical failures are one problem, not many: fix the cause once "
+           "and retry them together ('spacrq queue resume --retry-failed').</p>")
+    for kind, messages in groups.items():
+        n = sum(len(v) for v in messages.values())
+        yield f"<h3>{escape(kind)} ×{n}</h3><p>{escape(FIX_HINTS.get(kind, DEFAULT_HINT))}</p><ul>"
+        for message, jobs in messages.items():
+            ids = ", ".join(escape(f.job.id) for f in jobs)
+            yield f"<li>{escape(message)} <span class=\"note\">({ids})</span></li>"
+        yield "</ul>"
+    skipped = [f for f in night.jobs if f.outcome == "skipped"]
+    if skipped:
+        yield "<h3>Skipped because of them</h3><ul>"
+        for f in skipped:
+            yield f"<li>{escape(f.job.id)}: {escape(f.job.error or 'its dependency did not succeed')}</li>"
+        yield "</ul>"
+
+
+def _partial(night: Night) -> Iterable[str]:
+    partial = [f for f in night.jobs if f.outcome == "partial"]
+    if not partial:
+        return
+    yield "<h2>PARTIAL: exited 0, but items failed</h2>"
+    yield ("<p class=\"note\">Anything computed from these jobs' results covers a subset.</p>"
+           "<table><tr><th>job</th><th class=\"num\">succeeded</th><th class=\"num\">attempted"
+           "</th><th class=\"num\">failed</th><th>artifacts</th></tr>")
+    for f in partial:
+        rs = f.job.run_status or {}
+        arts = ", ".join(str(a) for a in (rs.get("artifacts") or [])) or "—"
+        yield (f"<tr><td>{escape(f.job.id)}</td><td class=\"num\">{escape(str(rs.get('n_succeeded', '?')))}"
+               f"</td><td class=\"num\">{escape(str(rs.get('n_attempted', '?')))}</td>"
+               f"<td class=\"num\">{escape(str(rs.get('n_failed', '?')))}</td>"
+               f"<td><code>{escape(arts)}</code></td></tr>")
+    yield "</table>"
+
+
+def _timeline(night: Night) -> Iterable[str]:
+    bars = []
+    for f in night.jobs:
+        t0, t1 = parse_iso(f.job.started), parse_iso(f.job.finished)
+        if t0 is None:
+            continue
+        end = t1 or t0
+        mark = f"attempt {f.job.attempts}" if (f.job.attempts or 0) > 1 else ""
+        bars.append((f.job.id, t0.timestamp(), end.timestamp(), f.outcome, mark))
+    yield "<h2>Timeline</h2>"
+    if not bars:
+        yield '<p class="note">No job has started yet.</p>'
+        return
+    start = min(b[1] for b in bars)
+    end = max(b[2] for b in bars)
+    yield svg.timeline(bars, start=start, end=end, colours=OUTCOME_COLOURS)
+
+
+def _clock_time(text: str) -> str:
+    """``12-01 09:04:28`` in the machine's local time: short enough for a table cell."""
+    when = parse_iso(text)
+    if when is None:
+        return "—"
+    return when.astimezone().strftime("%m-%d %H:%M:%S")
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value / 2**20:.1f} MiB" if value < 2**30 else f"{value / 2**30:.2f} GiB"
+
+
+def _jobs_table(night: Night) -> Iterable[str]:
+    yield ("<h2>Every job</h2><table><tr><th class=\"num\">#</th><th>job</th><th>module</th>"
+           "<th>outcome</th><th>started</th><th class=\"num\">took</th><th class=\"num\">tries</th>"
+           "<th class=\"num\">peak memory</th></tr>")
+    for f in night.jobs:
+        job = f.job
+        yield (f"<tr><td class=\"num\">{f.index}</td><td>{escape(job.id)}"
+               + (f"<br><span class=\"note\">{escape(job.label)}</span>" if job.label and job.label != job.id else "")
+               + f"</td><td>{escape(job.module)}</td><td>{_badge(f.outcome)}</td>"
+               f"<td>{escape(_clock_time(job.started))}</td>"
+               f"<td class=\"num\">{escape(fmt_duration(job.duration_s))}</td>"
+               f"<td class=\"num\">{job.attempts or 0}</td>"
+               f"<td class=\"num\">{_size(f.peak_rss_bytes)}</td></tr>")
+    yield "</table>"
+
+
+def _blockwise(night: Night) -> Iterable[str]:
+    parts = [f for f in night.jobs if f.blockwise is not None]
+    if not parts:
+        return
+    yield "<h2>Blockwise runs</h2>"
+    for f in parts:
+        bw = f.blockwise
+        yield f'<div class="job"><h3>{escape(f.job.id)} {_badge(f.outcome)}</h3>'
+        if bw.store:
+            yield f"<p>Tracking store <code>{escape(bw.store)}</code></p>"
+        if bw.problem:
+            yield f'<p class="problem">This run could not be fully read: {escape(bw.problem)}</p>'
+        if bw.panel:
+            yield f"<pre>{escape(bw.panel)}</pre>"
+        if bw.columns:
+            for n, chart in enumerate(block_charts(bw.columns)):
+                yield svg.render(chart, f"b{f.index}-{n}")
+        yield "</div>"
+
+
+def _experiments(night: Night) -> Iterable[str]:
+    parts = [f for f in night.jobs if f.experiment is not None]
+    if not parts:
+        return
+    yield "<h2>Experiments</h2>"
+    for f in parts:
+        ex = f.experiment
+        yield f'<div class="job"><h3>{escape(f.job.id)} {_badge(f.outcome)}</h3>'
+        if ex.run_dir:
+            yield f"<p>Run <code>{escape(ex.run_dir)}</code></p>"
+        if ex.problem:
+            yield f'<p class="problem">This run could not be fully read: {escape(ex.problem)}</p>'
+        if ex.state:
+            total = ex.total if ex.total is not None else "?"
+            yield (f"<p>Ended <b>{escape(ex.state)}</b> after {ex.completed} of "
+                   f"{escape(str(total))} steps" + (f": {escape(ex.reason)}" if ex.reason else "")
+                   + ".</p>")
+        if ex.notes:
+            yield "<ul>" + "".join(f"<li>{escape(n.get('at', ''))} {escape(n.get('by', ''))}: "
+                                   f"{escape(n.get('text', ''))}</li>" for n in ex.notes) + "</ul>"
+        if ex.state or ex.records:
+            yield svg.render(records_chart(ex.records, ex.x_column or "index"), f"e{f.index}")
+        yield "</div>"
+
+
+def _machine(night: Night) -> Iterable[str]:
+    if not night.machine:
+        return
+    yield "<h2>The machine</h2><table>"
+    for key, value in night.machine.items():
+        yield f"<tr><th>{escape(key)}</th><td>{escape(value)}</td></tr>"
+    yield "</table>"
+
+
+def _logs(night: Night) -> Iterable[str]:
+    yield "<h2>Where the logs are</h2><table>"
+    if night.runner_log:
+        yield f"<tr><th>queue runner</th><td><code>{escape(night.runner_log)}</code></td></tr>"
+    for f in night.jobs:
+        if not f.job.log_path:
+            continue
+        missing = "" if f.log_readable else ' <span class="problem">(cannot be read)</span>'
+        yield (f"<tr><th>{escape(f.job.id)}</th><td><code>{escape(f.job.log_path)}</code>"
+               f"{missing}</td></tr>")
+    yield "</table>"
+
+
+def render(night: Night, *, written_at: str) -> str:
+    """The whole page.  ``written_at`` is the only line that differs between two writes."""
+    text, tone = verdict(night)
+    name = night.queue.name if night.queue is not None else night.queue_path.name
+    body: list[str] = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Morning report: {escape(name)}</title>", f"<style>{_CSS}</style></head><body>",
+        f"<h1>Morning report: {escape(name)}</h1>",
+        f"<p>Queue file <code>{escape(str(night.queue_path))}</code></p>",
+        f'<p class="verdict {tone}" id="verdict">{escape(text)}</p>',
+    ]
+    if night.queue is not None:
+        for section in (_failures, _partial, _timeline, _jobs_table, _blockwise, _experiments,
+                        _machine, _logs):
+            body.extend(section(night))
+    else:
+        body.extend(_machine(night))
+    body.append(f'<p class="written">written at {escape(written_at)} by spacrq</p>')
+    body.append("</body></html>")
+    return "\n".join(body) + "\n"

@@ -1,0 +1,231 @@
+"""Charts as inline SVG text: the morning report's pictures, with no network and no Qt.
+
+A report mailed to the PI must open in any browser and print on A4, so each
+chart is a few hundred bytes of plain SVG drawn here rather than an image
+made by a plotting library.  Numbers are written with a fixed precision, so
+the same data always gives the same bytes (the report is reproducible).
+Long series are thinned to :data:`MAX_POINTS` per line, keeping each bin's
+extremes, so a million-block run charts as quickly (and as small) as a short one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from html import escape
+from typing import Sequence
+
+import numpy as np
+
+#: points drawn per line at most; more are thinned to bins' minimum and maximum
+MAX_POINTS = 600
+#: one colour per series, cycled: the Okabe-Ito palette (readable by colour-blind readers)
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+WIDTH, HEIGHT = 640, 240
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 12, 28, 40
+
+
+@dataclass(frozen=True)
+class Line:
+    """One series of a chart: its name, points, colour index and style."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    colour: int = 0
+    dashed: bool = False
+    points_only: bool = False
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A titled chart of lines over shared axes; ``empty`` says in words why nothing is drawn."""
+
+    title: str
+    x_label: str
+    y_label: str
+    lines: tuple[Line, ...] = ()
+    empty: str = ""
+    note: str = ""
+    legend: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def thin(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points that keep the shape: each bin's lowest and highest value.
+
+    ``x`` is taken to be sorted (time, completion order).  Vectorised: a
+    million points thin in milliseconds.  NaNs are ignored within a bin.
+    """
+    n = len(x)
+    if n <= max_points:
+        return x, y
+    bins = max(1, max_points // 2)
+    starts = np.linspace(0, n, bins + 1).astype(np.int64)[:-1]
+    starts = np.unique(starts)
+    ends = np.append(starts[1:], n) - 1
+    low = np.fmin.reduceat(y, starts)
+    high = np.fmax.reduceat(y, starts)
+    xs = np.empty(2 * len(starts))
+    ys = np.empty(2 * len(starts))
+    xs[0::2], xs[1::2] = x[starts], x[ends]
+    ys[0::2], ys[1::2] = low, high
+    return xs, ys
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        return []
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=raw)
+    first = math.ceil(lo / step) * step
+    ticks, value = [], first
+    while value <= hi + step * 1e-9 and len(ticks) < 20:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def _fmt(value: float) -> str:
+    """A tick label: short, fixed, and the same on every machine."""
+    if value == 0:
+        return "0"
+    a = abs(value)
+    if a >= 1e9:
+        return f"{value / 1e9:.3g}G"
+    if a >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.4g}"
+
+
+def _n(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def render(chart: Chart, ident: str = "c") -> str:
+    """The chart as one ``<figure>`` holding an ``<svg>`` (or its ``empty`` sentence).
+
+    ``ident`` names the chart's clip path; it must be unique in the page.
+    """
+    title = escape(chart.title)
+    if not chart.lines or chart.empty:
+        why = escape(chart.empty or "nothing was measured for this chart")
+        return f'<figure class="chart empty"><figcaption>{title}</figcaption><p>{why}</p></figure>'
+    lines = [(ln, *thin(np.asarray(ln.x, float), np.asarray(ln.y, float))) for ln in chart.lines]
+    xs = np.concatenate([x[np.isfinite(x)] for _, x, _ in lines] or [np.zeros(1)])
+    ys = np.concatenate([y[np.isfinite(y)] for _, _, y in lines] or [np.zeros(1)])
+    if xs.size == 0 or ys.size == 0:
+        return (f'<figure class="chart empty"><figcaption>{title}</figcaption>'
+                f"<p>no finite values were recorded</p></figure>")
+    x0, x1 = float(xs.min()), float(xs.max())
+    y0, y1 = min(0.0, float(ys.min())), float(ys.max())
+    if x1 <= x0:
+        x1 = x0 + 1.0
+    if y1 <= y0:
+        y1 = y0 + 1.0
+    pw, ph = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+
+    def px(v: np.ndarray) -> np.ndarray:
+        return _LEFT + (v - x0) / (x1 - x0) * pw
+
+    def py(v: np.ndarray) -> np.ndarray:
+        return _TOP + ph - (v - y0) / (y1 - y0) * ph
+
+    out = [f'<figure class="chart"><figcaption>{title}</figcaption>',
+           f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+           f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{title}">',
+           f'<defs><clipPath id="{{clip}}"><rect x="{_LEFT}" y="{_TOP - 2}" width="{pw}" '
+           f'height="{ph + 4}"/></clipPath></defs>',
+           f'<rect x="{_LEFT}" y="{_TOP}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
+    for t in _nice_ticks(y0, y1):
+        yy = float(py(np.asarray(t)))
+        out.append(f'<line x1="{_LEFT}" x2="{_LEFT + pw}" y1="{_n(yy)}" y2="{_n(yy)}" '
+                   f'stroke="#eee"/><text x="{_LEFT - 4}" y="{_n(yy + 4)}" '
+                   f'text-anchor="end">{_fmt(t)}</text>')
+    for t in _nice_ticks(x0, x1):
+        xx = float(px(np.asarray(t)))
+        out.append(f'<text x="{_n(xx)}" y="{_TOP + ph + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append(f'<text x="{_LEFT + pw / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle">'
+               f"{escape(chart.x_label)}</text>")
+    out.append(f'<text transform="translate(12 {_TOP + ph / 2:.0f}) rotate(-90)" '
+               f'text-anchor="middle">{escape(chart.y_label)}</text>')
+    out.append('<g clip-path="url(#{clip})">')
+    for line, x, y in lines:
+        ok = np.isfinite(x) & np.isfinite(y)
+        colour = PALETTE[line.colour % len(PALETTE)]
+        name = escape(line.name)
+        if line.points_only:
+            dots = "".join(f'<circle cx="{_n(a)}" cy="{_n(b)}" r="1.6"/>'
+                           for a, b in zip(px(x[ok]), py(y[ok])))
+            out.append(f'<g fill="{colour}"><title>{name}</title>{dots}</g>')
+            continue
+        pts = " ".join(f"{_n(a)},{_n(b)}" for a, b in zip(px(x[ok]), py(y[ok])))
+        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} '
+                   f'points="{pts}"><title>{name}</title></polyline>')
+    out.append("</g></svg>")
+    if chart.legend and len(chart.lines) > 1:
+        items = []
+        for line in chart.lines:
+            colour = PALETTE[line.colour % len(PALETTE)]
+            style = "dashed" if line.dashed else "solid"
+            items.append(f'<span class="key" style="border-top:3px {style} {colour}"></span>'
+                         f"{escape(line.name)}")
+        out.append('<p class="legend">' + " ".join(f"<span>{i}</span>" for i in items) + "</p>")
+    if chart.note:
+        out.append(f'<p class="note">{escape(chart.note)}</p>')
+    out.append("</figure>")
+    return "".join(out).replace("{clip}", f"clip-{escape(ident)}")
+
+
+def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float, end: float,
+             colours: dict[str, str]) -> str:
+    """One horizontal bar per job: ``(label, t0, t1, outcome, mark)`` in seconds since epoch.
+
+    ``mark`` (``"resumed"``, ``"retried ×2"``…) is written after the bar, so a
+    job the night had to take twice is seen at a glance.
+    """
+    if not bars or end <= start:
+        return '<p class="note">No job has started yet: there is no timeline to draw.</p>'
+    row, label_w, width = 16, 150, WIDTH
+    shown = list(bars)[:400]
+    height = row * len(shown) + 30
+    span = end - start
+    plot = width - label_w - 80
+
+    def px(t: float) -> float:
+        return label_w + (t - start) / span * plot
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+           f'width="{width}" height="{height}" role="img" aria-label="timeline of the night">']
+    for i, (label, t0, t1, outcome, mark) in enumerate(shown):
+        y = 4 + i * row
+        colour = colours.get(outcome, "#999")
+        a, b = px(t0), px(max(t1, t0))
+        out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{escape(label[:24])}'
+                   f"</text>")
+        out.append(f'<rect x="{_n(a)}" y="{y + 2}" width="{_n(max(1.5, b - a))}" height="{row - 5}" '
+                   f'fill="{colour}"><title>{escape(label)}: {escape(outcome)}</title></rect>')
+        if mark:
+            out.append(f'<text x="{_n(b + 4)}" y="{y + 11}">{escape(mark)}</text>')
+    axis_y = 4 + len(shown) * row + 14
+    for t in _nice_ticks(0.0, span):
+        out.append(f'<text x="{_n(px(start + t))}" y="{axis_y}" text-anchor="middle">'
+                   f"{_clock(t)}</text>")
+    out.append("</svg>")
+    if len(bars) > len(shown):
+        out.append(f'<p class="note">{len(bars) - len(shown)} more jobs are not drawn; '
+                   "the table below lists every job.</p>")
+    return "".join(out)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"+{h}:{m:02d}" if h else f"+{m}:{s:02d}"

@@ -1,0 +1,190 @@
+"""The morning report: a real night (blockwise, experiment, partial, failure, skip) told on one page."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from spacrq.night import report_html, write_report
+from spacrq.night.collect import gather
+from spacrq.queue.model import Job, Queue
+from spacrq.queue.store import save_queue
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITTEN = "2026-12-01T07:00:00+00:00"
+
+
+def _py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+#: a measurement that stamps per-item results: one of its four wells has no image (PARTIAL)
+MEASURE = """
+import pathlib, sys
+from spacrq.ledger import Ledger
+plate, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+out.mkdir(parents=True, exist_ok=True)
+ledger = Ledger("measure")
+for well in ("A01", "A02", "A03", "A04"):
+    if (plate / (well + ".txt")).exists():
+        ledger.succeeded(well, stage="measure")
+    else:
+        ledger.failed(well, "no image for well " + well, stage="measure")
+(out / "measurements.csv").write_text("well\\n")
+ledger.stamp(out / "measurements.csv")
+"""
+
+
+def build_night(folder: Path) -> Path:
+    """A queue holding one job of every kind and outcome, in ``folder``."""
+    data = np.random.default_rng(0).random((64, 64)).astype(np.float32)
+    arr = zarr.create_array(str(folder / "in.zarr"), shape=data.shape, chunks=(16, 16),
+                            dtype="float32")
+    arr[...] = data
+    plate = folder / "plate"
+    plate.mkdir()
+    for well in ("A01", "A02", "A04"):
+        (plate / f"{well}.txt").write_text("xxxxxxx")
+    queue = Queue(name="night")
+    queue.add(Job(module="blockwise", id="smooth", label="smooth the volume",
+                  settings={"input": str(folder / "in.zarr"), "output": str(folder / "out.zarr"),
+                            "block_shape": [16, 16], "operation": "gaussian", "sigma": 1.0,
+                            "num_workers": 2, "tracking": str(folder / "track")},
+                  cwd=str(folder)), validate=False)
+    queue.add(Job(module="command", id="measure", label="measure the plate (A03 missing)",
+                  settings={"argv": _py(MEASURE) + [str(plate), str(folder / "measured")],
+                            "writes": [str(folder / "measured")]},
+                  cwd=str(folder)), validate=False)
+    queue.add(Job(module="experiment", id="sweep", label="the demo sweep",
+                  settings={"module": "spacrq.experiments.demo_sweep", "python": sys.executable,
+                            "cwd": str(folder), "run_root": str(folder / "runs"),
+                            "env": {"PYTHONPATH": str(ROOT)}, "run_id": "sweep1",
+                            "config": {"points": 4, "dwell": 0}},
+                  cwd=str(folder)), validate=False)
+    queue.add(Job(module="command", id="boom", label="fails on purpose",
+                  settings={"argv": _py("raise SystemExit('no such share: /mnt/plates')")}),
+              validate=False)
+    queue.add(Job(module="command", id="after-boom", label="needs boom",
+                  settings={"argv": _py("print('never')")}, depends_on=["boom"]), validate=False)
+    path = folder / "night.queue.json"
+    save_queue(queue, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("night")
+    path = build_night(folder)
+    done = subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)],
+                          capture_output=True, text=True, timeout=180, cwd=folder)
+    assert done.returncode == 1, done.stdout + done.stderr  # a failure and a skip: exit 1
+    return path
+
+
+def test_the_report_tells_the_night_in_the_operators_order(night):
+    page = report_html(night, written_at=WRITTEN)
+    verdict = re.search(r'id="verdict">([^<]*)<', page).group(1)
+    assert "1 failed" in verdict and "1 partial" in verdict and "1 skipped" in verdict
+    order = [page.index(h) for h in ("Failures, grouped", "PARTIAL", "Timeline", "Every job",
+                                     "Blockwise runs", "Experiments", "The machine",
+                                     "Where the logs are")]
+    assert order == sorted(order)
+    assert "no such share: /mnt/plates" in page            # the failure, with its message
+    assert "needs boom" not in page.split("Skipped because of them")[0].split("Failures")[-1]
+    assert re.search(r"<td class=\"num\">3</td><td class=\"num\">4</td><td class=\"num\">1</td>",
+                     page)                                  # PARTIAL: 3 of 4 items, 1 failed
+    assert "Resource Utilization" in page or "blocks" in page.split("Blockwise runs")[1]
+    assert "Ended <b>completed</b> after 4 of 4 steps" in page
+
+
+def test_every_blockwise_chart_has_curves_and_the_experiment_its_plot(night):
+    facts = gather(night, with_machine=False)
+    smooth = next(f for f in facts.jobs if f.job.id == "smooth")
+    assert smooth.blockwise.problem == "" and smooth.blockwise.columns["done"].all()
+    page = report_html(night, written_at=WRITTEN)
+    blockwise = page.split("<h2>Blockwise runs</h2>")[1].split("<h2>")[0]
+    figures = re.findall(r'<figure class="chart[^"]*">.*?</figure>', blockwise)
+    assert len(figures) == 4
+    assert all("empty" not in f.split(">")[0] for f in figures), figures
+    workers = sorted(set(smooth.blockwise.columns["worker_id"].tolist()))
+    for worker in workers:  # each worker that did blocks has its compute and its idle line
+        assert f"worker {worker} compute" in blockwise and f"worker {worker} idle" in blockwise
+    points = [len(p.split()) for p in re.findall(r'points="([^"]+)"', figures[0])]
+    assert sum(points) == 16 * 2                              # 16 blocks, compute and idle
+    experiment = page.split("<h2>Experiments</h2>")[1].split("<h2>")[0]
+    assert "<svg" in experiment and "setpoint" in experiment
+
+
+def test_the_same_night_gives_the_same_bytes(night):
+    assert report_html(night, written_at=WRITTEN) == report_html(night, written_at=WRITTEN)
+    later = report_html(night, written_at="2026-12-02T07:00:00+00:00")
+    differ = [a for a, b in zip(report_html(night, written_at=WRITTEN).splitlines(),
+                                later.splitlines()) if a != b]
+    assert len(differ) == 1 and "written at" in differ[0]
+
+
+def test_the_page_is_self_contained(night):
+    page = report_html(night, written_at=WRITTEN)
+    assert "<script" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "@page { size: A4" in page
+
+
+def test_damaged_parts_are_described_and_the_report_still_writes(night, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(night.parent, folder, symlinks=True)
+    copy = folder / night.name
+    # the copy's jobs still point at the original's store and run: damage the copy's own
+    text = copy.read_text().replace(str(night.parent), str(folder))
+    copy.write_text(text)
+    (folder / "track" / "zarr.json").write_bytes(b"\xff\xfe not json")
+    shutil.rmtree(folder / "runs" / "sweep1")
+    for log in (folder).rglob("*boom*.log"):
+        log.chmod(0)
+    out = write_report(copy, tmp_path / "report.html", written_at=WRITTEN)
+    page = out.read_text()
+    assert "could not be fully read" in page and "zarr.json" in page
+    assert "no run of it started while the job ran" in page or "sweep1" in page
+    assert out.stat().st_size < 5 * 2**20
+
+
+def test_cli_writes_the_report_and_refuses_a_missing_queue(night, tmp_path, capsys):
+    from spacrq.cli import main
+    out = tmp_path / "r.html"
+    assert main(["night-report", str(night), "--out", str(out)]) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert main(["night-report", str(tmp_path / "nope.queue.json")]) == 2
+    assert "queue file not found" in capsys.readouterr().err
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_chromium_renders_the_page_with_its_verdict_and_sections(night, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed here (.ci/run installs it with apt-get)")
+    page = write_report(night, tmp_path / "report.html", written_at=WRITTEN)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True,
+                         text=True, timeout=120).stdout
+    assert 'id="verdict"' in dom and "1 failed" in dom
+    for section in ("Failures, grouped", "Timeline", "Blockwise runs", "Experiments",
+                    "The machine", "Where the logs are"):
+        assert f"<h2>{section}</h2>" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=900,2400",
+                    page.as_uri()], capture_output=True, timeout=120)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    keep = Path("/work/notes/shots")
+    if keep.is_dir():
+        shutil.copy(shot, keep / "night_report.png")
