@@ -1,0 +1,110 @@
+"""Live displays: drawn on a terminal only, plain and unchanged in a pipe; follow ends with the run."""
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from spacrq import terminal
+from spacrq.terminal import Frame, LiveLines, follow
+
+
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_live_is_for_terminals_only(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("SPACRQ_NO_LIVE", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert terminal.live_enabled(Tty()) is True
+    assert terminal.live_enabled(io.StringIO()) is False      # a pipe or a file
+    monkeypatch.setenv("CI", "true")
+    assert terminal.live_enabled(Tty()) is False               # CI logs stay plain
+    monkeypatch.delenv("CI")
+    monkeypatch.setenv("TERM", "dumb")
+    assert terminal.live_enabled(Tty()) is False
+
+
+def test_a_disabled_display_writes_nothing():
+    out = io.StringIO()
+    with LiveLines(lambda: ["working"], stream=out, enabled=False):
+        pass
+    assert out.getvalue() == ""
+
+
+def test_follow_in_a_pipe_prints_each_changed_frame_once_and_ends_with_the_run():
+    frames = iter([Frame(("1 of 3",)), Frame(("1 of 3",)), Frame(("2 of 3",)),
+                   Frame(("3 of 3", "done"), ended=True, exit_code=1)])
+    out = io.StringIO()
+    last, code = follow(lambda: next(frames), stream=out, interval=0.001, enabled=False)
+    assert code == 1 and last.ended
+    assert out.getvalue() == "1 of 3\n2 of 3\n3 of 3\ndone\n"
+    assert "\x1b" not in out.getvalue()
+
+
+def test_follow_stopped_with_ctrl_c_leaves_the_run_and_says_so(capsys):
+    def poll():
+        raise KeyboardInterrupt
+    last, code = follow(poll, stream=io.StringIO(), interval=0.001, enabled=False,
+                        on_stop="the queue goes on")
+    assert code == terminal.FOLLOW_STOPPED and last is None
+    assert "the queue goes on" in capsys.readouterr().err
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    from spacrq.terminal import LiveLines
+    n = [0]
+    def poll():
+        n[0] += 1
+        return [f"blocks {min(n[0], 5)} of 5", "workers busy 2"]
+    with LiveLines(poll, interval=0.01):
+        deadline = time.monotonic() + 5
+        while n[0] < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    print("summary: 5 blocks done")
+""")
+
+
+def _run(script, *, tty):
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "SPACRQ_NO_LIVE")}
+    env["TERM"] = "xterm"
+    if not tty:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env,
+                              timeout=60)
+        return done.stdout
+    parent, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=child, stderr=child,
+                            stdin=subprocess.DEVNULL, env=env)
+    os.close(child)
+    data = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(parent)
+        proc.wait(timeout=30)
+    return data
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_the_display_is_drawn_on_a_pty_and_never_into_a_pipe(tty):
+    out = _run(SCRIPT, tty=tty)
+    assert b"summary: 5 blocks done" in out
+    if tty:
+        assert b"blocks 5 of 5" in out and b"\x1b[" in out   # redrawn in place
+    else:
+        assert out == b"summary: 5 blocks done\n"              # exactly the plain summary
