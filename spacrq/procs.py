@@ -25,7 +25,8 @@ from typing import Any, Mapping, Sequence
 
 import psutil
 
-__all__ = ["ProcessRef", "spawn_detached", "stop_group", "is_alive", "DEFAULT_GRACE"]
+__all__ = ["ProcessRef", "spawn_detached", "stop_group", "is_alive", "DEFAULT_GRACE",
+           "interpreter", "module_argv", "code_argv"]
 
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE = 10.0
@@ -175,11 +176,30 @@ def stop_group(pid: int, grace: float = DEFAULT_GRACE, *, started: float | None 
     return "killed"
 
 
+def interpreter() -> str:
+    """The program that runs ``-m MODULE`` and ``-c CODE`` for spacrq.
+
+    Python itself, or in a bundle the bundle's executable, whose dispatcher
+    (:mod:`spacrq.frozen`) answers both like an interpreter.  Built-in and
+    demo experiments name this as their ``python``.
+    """
+    return sys.executable
+
+
 def module_argv(module: str, *args: str) -> list[str]:
     """The argv that runs ``python -m module args…`` in spacrq's own interpreter.
 
     Every place that starts a spacrq child process (a queue runner, a job, a
     block worker, a supervisor) asks this one function, so that a frozen
-    build can answer with its own executable and a dispatcher instead.
+    build answers with its own executable and dispatcher: ``spacrq`` itself
+    becomes ``<bundle> ARGS…`` (the command), any other module
+    ``<bundle> -m module ARGS…``.
     """
-    return [sys.executable, "-m", module, *map(str, args)]
+    if getattr(sys, "frozen", False) and module == "spacrq":
+        return [sys.executable, *map(str, args)]
+    return [interpreter(), "-m", module, *map(str, args)]
+
+
+def code_argv(code: str, *args: str) -> list[str]:
+    """The argv that runs ``python -c code args…`` in spacrq's own interpreter (or the bundle)."""
+    return [interpreter(), "-c", code, *map(str, args)]
