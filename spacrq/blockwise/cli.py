@@ -36,6 +36,7 @@ def run_spec(args: argparse.Namespace) -> int:
     from spacrq.blockwise.run import run_blockwise
     from spacrq.blockwise.tracking import TrackingError
     from spacrq.cli import CliError
+    from spacrq.runfiles import RunFileError
 
     path = Path(args.spec).expanduser()
     try:
@@ -45,10 +46,11 @@ def run_spec(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except ValueError as exc:
         raise CliError(f"the spec cannot be turned into tasks: {exc}") from None
-    executor = args.executor or steps[0].get("executor") or "local"
-    try:
-        report = run_blockwise(tasks, executor=executor)
-    except TrackingError as exc:
+    from spacrq.blockwise.clusters import ClusterError, executor_for
+    try:  # the first step names the executor (and the dask cluster) for the whole spec
+        with executor_for({**spec.DEFAULTS, **steps[0]}, args.executor) as (executor, cluster):
+            report = run_blockwise(tasks, executor=executor, dask_cluster=cluster)
+    except (TrackingError, RunFileError, ClusterError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
         print(json.dumps({"succeeded": report.succeeded, "outcome": report.outcome,

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from spacrq.blockwise.run_state import scheduler_record
 from spacrq.runfiles import PROGRESS_FILE, write_progress
 
 __all__ = ["publish", "progress_path"]
@@ -29,6 +30,8 @@ def publish(path: Path, *, run_id: str, state: str, started_at: float, sched, fi
         "run_id": run_id,
         "state": state,
         "pid": os.getpid(),
+        # pid, start time and host: "running" only while this very process lives (run_state)
+        "scheduler": scheduler_record(),
         "started_at": started_at,
         "written_at": now,
         "task": {

@@ -24,12 +24,12 @@ from spacrq.blockwise.report import (
     RunReport,
     RunsTail,
     TaskReport,
-    is_tracking_store,
     read_runs,
     render_history,
     report_from_store,
     runs_file,
 )
+from spacrq.blockwise.report_runs import read_store_attributes
 
 
 def register(subparsers) -> None:
@@ -73,8 +73,11 @@ def _default_path(workspace: str | None) -> Path:
 def _from_runs_file(path: Path, notes: list[str]) -> TaskReport | None:
     tail = RunsTail(path)
     runs = tail.read()
+    if tail.unreadable:
+        notes.append(tail.unreadable)
     if tail.bad_lines:
-        notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped")
+        why = f" (the last: {tail.last_problem})" if tail.last_problem else ""
+        notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped{why}")
     if tail.torn:
         notes.append(f"the last line of {path} is cut off (a run stopped while writing its "
                      "report); the runs before it are shown")
@@ -95,18 +98,28 @@ def collect(path: Path, notes: list[str],
                   "a tracking store, or a folder of them")
         sources[report.task_id] = path
         return {report.task_id: report}
-    if is_tracking_store(path):
-        report = report_from_store(path)
+    attrs, problem = read_store_attributes(path)
+    if problem is not None and not (path / RUNS_FILE).is_file():
+        _fail(f"{path} cannot be read as a tracking store: {problem}")
+    if attrs is not None:
+        report = report_from_store(path, notes)
         sources[report.task_id] = runs_file(path)
         return {report.task_id: report}
+    if problem is not None:
+        notes.append(f"{problem}; the runs recorded in {path / RUNS_FILE} are shown instead")
     if (path / "workspace.json").is_file() and (path / "runs").is_dir():
         path = path / "runs"  # a workspace named as PATH: its runs are what is meant
     found: dict[str, TaskReport] = {}
     candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir())
     for folder in candidates:
         try:
-            if folder != path and is_tracking_store(folder):
-                report = report_from_store(folder)
+            attrs, problem = (None, None) if folder == path else read_store_attributes(folder)
+            if problem is not None:
+                notes.append(f"{problem}; " + ("its runs.jsonl is shown instead"
+                                               if (folder / RUNS_FILE).is_file() else
+                                               f"{folder.name} is left out"))
+            if attrs is not None:
+                report = report_from_store(folder, notes)
             elif (folder / RUNS_FILE).is_file():
                 report = _from_runs_file(folder / RUNS_FILE, notes)
             else:

@@ -8,16 +8,37 @@ which keeps a window watching a long night's file cheap.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 from spacrq.blockwise.report_model import TaskReport
-from spacrq.runfiles import JsonlTail, append_jsonl
+from spacrq.runfiles import JsonlTail, RunFileError, append_jsonl, loads, read_json_checked
 
 __all__ = ["RUNS_FILE", "runs_file", "append_run", "RunsTail", "read_runs", "read_last_run",
-           "is_tracking_store", "store_attributes"]
+           "is_tracking_store", "store_attributes", "read_store_attributes", "line_problem"]
 
 RUNS_FILE = "runs.jsonl"
+
+
+#: a store's zarr.json is a few hundred bytes
+MAX_META_BYTES = 1 << 20
+
+
+def read_store_attributes(path: str | Path) -> tuple[dict | None, str | None]:
+    """``(attributes, None)`` of a tracking store, or ``(None, why not)``.
+
+    ``why`` is None when the folder simply is not a store (no zarr.json, or a
+    zarr node not marked ``spacrq_tracking``), and a sentence naming the file
+    when its zarr.json is there but cannot be read — garbage, a list, a folder.
+    """
+    meta = Path(path) / "zarr.json"
+    doc, problem = read_json_checked(meta, None, expect=dict, max_bytes=MAX_META_BYTES)
+    if problem is not None:
+        return None, problem
+    attrs = doc.get("attributes") if isinstance(doc, dict) else None
+    if not isinstance(attrs, dict) or "spacrq_tracking" not in attrs:
+        return None, None
+    return attrs, None
 
 
 def store_attributes(path: str | Path) -> dict | None:
@@ -26,14 +47,7 @@ def store_attributes(path: str | Path) -> dict | None:
     A store is a zarr group marked ``spacrq_tracking``; a folder holding only
     a runs.jsonl (a serial run's log folder) is not.
     """
-    try:
-        doc = json.loads((Path(path) / "zarr.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    attrs = doc.get("attributes") if isinstance(doc, dict) else None
-    if not isinstance(attrs, dict) or "spacrq_tracking" not in attrs:
-        return None
-    return attrs
+    return read_store_attributes(path)[0]
 
 
 def is_tracking_store(path: str | Path) -> bool:
@@ -54,25 +68,65 @@ def append_run(path: str | Path, task_report: TaskReport) -> None:
 _LINE_START = b'{"task_id"'
 
 
-def _parse_run_line(raw: bytes, store: Path | None) -> tuple[TaskReport | None, bool]:
-    """A report line → (TaskReport or None, whether the line was whole).
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def line_problem(doc: Any) -> str | None:
+    """Why a parsed line is not a run report (the seed's shape), or None when it is one.
+
+    Valid JSON is not enough: ``{"task_id": "x"}`` or an object from some other
+    file would otherwise read as a run of 0 blocks, and be shown as last night's.
+    """
+    if not isinstance(doc, dict):
+        return "it is not an object"
+    if not isinstance(doc.get("task_id"), str) or not doc["task_id"]:
+        return "it names no task_id"
+    for key in ("started_at", "finished_at"):
+        if not _number(doc.get(key)):
+            return f"its {key!r} is not a time"
+    blocks = doc.get("blocks")
+    if not isinstance(blocks, dict) or not (isinstance(blocks.get("count"), int)
+                                            and not isinstance(blocks.get("count"), bool)
+                                            and blocks["count"] >= 0):
+        return "its 'blocks' has no block count"
+    if not isinstance(doc.get("workers"), dict):
+        return "its 'workers' is not an object"
+    if "outcome" in doc and not isinstance(doc["outcome"], (dict, type(None))):
+        return "its 'outcome' is not an object"
+    return None
+
+
+def _parse_run_line(raw: bytes, store: Path | None,
+                    where: Path | str = "") -> tuple[TaskReport | None, bool, str | None]:
+    """A report line → (TaskReport or None, whether the line was whole, why it was not).
 
     A line glued from a torn write and the next whole one (a crash mid-append,
     then a later run) still yields that later report: it is parsed from the
-    last place a report starts, and the line counts as damaged.
+    last place a report starts, and the line counts as damaged.  Lines are
+    parsed with the run-file protocol's strict reader and must have the
+    report's shape (:func:`line_problem`).
     """
     starts = [0]
     cut = raw.rfind(_LINE_START)
     if cut > 0:
         starts.append(cut)
+    problem = None
     for start in starts:
         try:
-            doc = json.loads(raw[start:])
-            if isinstance(doc, dict):
-                return TaskReport.from_dict(doc, store=store), start == 0
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+            doc = loads(raw[start:], where=where)
+        except RunFileError:
+            problem = problem or (f"a line of {where or 'runs.jsonl'} is not valid JSON (not UTF-8, "
+                                  "cut off, or not JSON at all)")
             continue
-    return None, False
+        why = line_problem(doc)
+        if why is None:
+            try:
+                return TaskReport.from_dict(doc, store=store), start == 0, problem
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+                why = f"a figure in it cannot be read ({type(exc).__name__})"
+        problem = problem or f"a line of {where or 'runs.jsonl'} is not a run report: {why}"
+    return None, False, problem
 
 
 class RunsTail:
@@ -88,6 +142,10 @@ class RunsTail:
         self.path = Path(path)
         self._tail = JsonlTail(self.path)
         self.bad_lines = 0
+        #: why the last skipped line was skipped (a sentence naming the file), or None
+        self.last_problem: str | None = None
+        #: why the file itself cannot be read at all (a sentence), or None
+        self.unreadable: str | None = None
         self.restarted = False
         parent = self.path.parent
         self.store = parent if is_tracking_store(parent) else None
@@ -102,18 +160,27 @@ class RunsTail:
         return self._tail.offset > self._whole_bytes
 
     def read(self) -> list[TaskReport]:
-        chunk = self._tail.read_bytes()
+        try:
+            chunk = self._tail.read_bytes()
+        except OSError as exc:  # a folder (or an unreadable file) where runs.jsonl belongs
+            self.unreadable = (f"{self.path} cannot be read ({exc.strerror or exc}); move it "
+                               "away so the next run can write its report there")
+            return []
+        self.unreadable = None
         self.restarted = self._tail.restarted
         if self.restarted:
             self.bad_lines = 0
+            self.last_problem = None
             self._whole_bytes = 0
         self._whole_bytes += len(chunk)
         out: list[TaskReport] = []
         for raw in chunk.splitlines():
             if not raw.strip():
                 continue
-            report, whole = _parse_run_line(raw, self.store)
-            self.bad_lines += not whole
+            report, whole, problem = _parse_run_line(raw, self.store, self.path)
+            if not whole:
+                self.bad_lines += 1
+                self.last_problem = problem or self.last_problem
             if report is not None:
                 out.append(report)
         return out

@@ -15,10 +15,20 @@ __all__ = ["Roi", "as_roi"]
 
 
 def _ints(values: Iterable[object], what: str) -> tuple[int, ...]:
+    """Whole numbers, or one ValueError sentence: never ``OverflowError`` for ``inf``
+    or "invalid literal for int()" for a string a script passed by mistake."""
+    try:
+        values = list(values)
+    except TypeError:
+        raise ValueError(f"{what} must be a sequence of whole numbers, got {values!r}") from None
     out = []
     for v in values:
-        if isinstance(v, bool) or int(v) != v:
-            raise ValueError(f"{what} must hold whole numbers, got {list(values)!r}")
+        try:
+            whole = not isinstance(v, (bool, str, bytes)) and int(v) == v
+        except (TypeError, ValueError, OverflowError):
+            whole = False
+        if not whole:
+            raise ValueError(f"{what} must hold whole numbers, got {values!r}")
         out.append(int(v))
     return tuple(out)
 

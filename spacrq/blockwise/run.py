@@ -15,6 +15,7 @@ reads as success — and ``problems()`` says what went wrong in sentences.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,7 +27,9 @@ from spacrq.blockwise.progress import progress_path, publish
 from spacrq.blockwise.report import RUNS_FILE, RunReport, TaskReport, append_run
 from spacrq.blockwise.scheduler import Schedule, TaskSchedule
 from spacrq.blockwise.task import Task
-from spacrq.blockwise.tracking import TrackingStore
+from spacrq.blockwise.ownfiles import open_own
+from spacrq.blockwise.tracking import ALL_ARRAYS, TrackingError, TrackingStore
+from spacrq.runfiles import RunFileError, append_text
 
 __all__ = ["run_blockwise", "BlockwiseRun", "TaskRun", "Run", "EXECUTORS"]
 
@@ -127,12 +130,22 @@ class Run:
                          f"attempt(s): {error}")
 
     def log(self, tr: TaskRun, message: str) -> None:
+        """A line in the task's scheduler.log (never through a link planted there) and on stderr."""
         log.warning("%s: %s", tr.task.task_id, message)
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n"
+        path = tr.log_dir / "scheduler.log"
         try:
-            with open(tr.log_dir / "scheduler.log", "a", encoding="utf-8") as handle:
-                handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
-        except OSError:
-            pass
+            append_text(path, line, durable=False)
+        except RunFileError:
+            try:  # a link or FIFO in its place: replaced by a file of its own, and said so
+                fd, note = open_own(path)
+                with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                    handle.write((f"{time.strftime('%Y-%m-%d %H:%M:%S')} {note}\n" if note else "")
+                                 + line)
+            except (RunFileError, OSError) as exc:
+                log.warning("%s: %s", tr.task.task_id, exc)
+        except OSError as exc:
+            log.warning("%s: could not write %s: %s", tr.task.task_id, path, exc.strerror or exc)
 
     def unstall(self) -> None:
         for tr in self.tasks:
@@ -222,7 +235,7 @@ def run_blockwise(tasks, *, executor: str = "local", log_dir=None,
             folders[task.task_id] = (task.tracking_path, task.tracking_path / "logs")
         else:
             folders[task.task_id] = (base_logs / task.task_id, base_logs / task.task_id)
-        folders[task.task_id][1].mkdir(parents=True, exist_ok=True)
+        _make_log_folder(folders[task.task_id][1])
     pool = None
     if executor == "local":
         from spacrq.blockwise.local import LocalPool
@@ -262,6 +275,47 @@ def run_blockwise(tasks, *, executor: str = "local", log_dir=None,
     return result
 
 
+def _make_log_folder(logs: Path) -> None:
+    """The folder a task's logs and worker slots go in; refused when it is a link.
+
+    Everything under it is written by name, so a ``logs`` planted as a link
+    would put the run's files wherever it points.
+    """
+    if logs.is_symlink():
+        raise TrackingError(f"{logs} is a symbolic link; spacrq does not write through links: "
+                            "remove the link (the run makes the folder itself)")
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrackingError(f"the log folder {logs} cannot be made ({exc.strerror or exc}); "
+                            "check that its parent folder is writable") from None
+    if not logs.is_dir():
+        raise TrackingError(f"{logs} is not a folder; move it away so the run can keep its "
+                            "logs there")
+
+
+def _refuse_folder_links(store: Path) -> None:
+    """Refuse a store holding a link to a folder where the run writes (an array, its chunks).
+
+    Chunk files are replaced, never written through, so a linked *file* is
+    harmless; a linked *folder* would take the run's chunks and metadata
+    wherever it points.
+    """
+    for name in ALL_ARRAYS:
+        top = store / name
+        if top.is_symlink():
+            found = top
+        elif not top.is_dir():
+            continue
+        else:
+            found = next((Path(root) / d for root, dirs, _ in os.walk(top) for d in dirs
+                          if os.path.islink(os.path.join(root, d))), None)
+        if found is not None:
+            raise TrackingError(f"{found} in tracking store {store} is a symbolic link to a "
+                                "folder; spacrq does not write through links: remove the link, "
+                                "or delete the store to start the task over")
+
+
 def _sigterm_as_interrupt() -> Callable[[], None]:
     """While a run goes, SIGTERM (the queue's Abort, a shutdown) ends it like Ctrl-C:
     workers are stopped, the store flushed and an ``interrupted`` report written.
@@ -289,6 +343,7 @@ def _task_runs(order: list[Task], folders: dict) -> list[TaskRun]:
         folder, logs = folders[task.task_id]
         store = None
         if task.tracking_path is not None:
+            _refuse_folder_links(task.tracking_path)
             store = TrackingStore.open(task.tracking_path, task.task_id, task.grid,
                                        task.resource_tracking)
         task._log_dir = logs if store is None else None
@@ -325,12 +380,15 @@ def _finish(run: Run, interrupted: bool) -> BlockwiseRun:
         ok = s.failed == 0 and s.orphaned == 0 and s.done + s.skipped == s.total
         state = "interrupted" if interrupted and not ok else ("finished" if ok else "failed")
         report.outcome = {"state": state, "run_id": run.run_id,
-                          **{k: v for k, v in counts.items() if k != "log_dir"}}
+                          **{k: v for k, v in counts.items() if k != "log_dir"},
+                          **getattr(run, "ran_on", {})}  # where it ran (the dask executor says)
         runs_path = (tr.store.path if tr.store is not None else tr.log_dir) / RUNS_FILE
         try:
             append_run(runs_path, report)
+        except RunFileError as exc:  # a link planted as runs.jsonl: refused, never followed
+            run.log(tr, f"this run's report was not appended: {exc}")
         except OSError as exc:
-            run.log(tr, f"could not append to {runs_path}: {exc}")
+            run.log(tr, f"could not append to {runs_path}: {exc.strerror or exc}")
         publish(tr.progress_file, run_id=run.run_id, state=state, started_at=run.started_at,
                 sched=s, figures=tr.figures)
     return BlockwiseRun(reports, outcome, errors, interrupted=interrupted)

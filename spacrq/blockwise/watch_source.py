@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spacrq import procs
 from spacrq.blockwise.report import RUNS_FILE, RunsTail, TaskReport, format_seconds
+from spacrq.blockwise.run_state import STALE_AFTER, scheduler_running
+from spacrq.blockwise.watch_charts import store_charts
 from spacrq.blockwise.watch_live import LiveRun, as_number
 from spacrq.blockwise.watch_series import CHART_BUCKETS
 from spacrq.blockwise.watch_store import store_counts
@@ -26,8 +27,6 @@ from spacrq.runfiles import PROGRESS_FILE, RunFileError, read_json
 __all__ = ["RunSource", "resolve_source", "looks_like_store", "STORE_MARKER", "STALE_AFTER"]
 
 STORE_MARKER = "zarr.json"
-#: a "running" progress file older than this, whose writer is gone, was cut off
-STALE_AFTER = 10.0
 
 
 def looks_like_store(folder: Path) -> bool:
@@ -83,6 +82,10 @@ class RunSource:
         self._counts_key: tuple | None = None
         self._counts_problem = ""
         self._last_fingerprint: tuple | None = None
+        self._capacity = capacity
+        self._charts: dict | None = None
+        self._charts_key: tuple | None = None
+        self._charts_problem = ""
 
     # reading ------------------------------------------------------------------
     def refresh(self, now: float | None = None) -> None:
@@ -93,9 +96,12 @@ class RunSource:
         if self.tail.restarted:
             self.runs = []
         self.runs.extend(new)
+        if self.tail.unreadable:
+            problems.append(self.tail.unreadable)
         if self.tail.bad_lines:
+            why = f" (the last: {self.tail.last_problem})" if self.tail.last_problem else ""
             problems.append(f"{self.tail.bad_lines} line(s) of {self.runs_file} are not valid report "
-                            "lines and were skipped; the other runs are shown")
+                            f"lines and were skipped{why}; the other runs are shown")
         if self.tail.torn:
             problems.append(f"the last line of {self.runs_file} is incomplete (a run was cut off while "
                             "writing its report); the runs before it are shown, and rerunning the task "
@@ -122,7 +128,7 @@ class RunSource:
             return
         self._progress_stamp = stamp
         try:
-            doc = read_json(self.progress_file, default=None)
+            doc = read_json(self.progress_file, default=None, expect=dict)
         except RunFileError as exc:
             problems.append(f"{exc}; the live view waits for the next snapshot")
             self._progress_stamp = None
@@ -164,12 +170,8 @@ class RunSource:
         p = self.progress
         if p is not None:
             state = str(p.get("state") or "")
-            if state == "running":
-                written = as_number(p.get("written_at")) or 0.0
-                now = time.time() if now is None else now
-                if now - written > STALE_AFTER and not procs.is_alive(p.get("pid")):
-                    return "interrupted"
-                return "running"
+            if state == "running":  # the rule `spacrq report` follows too (run_state)
+                return "running" if scheduler_running(p, now) else "interrupted"
             if state in ("failed", "interrupted"):
                 return state
         counts = self._counts
@@ -249,6 +251,32 @@ class RunSource:
             out["block_note"] = out["worker_note"] = "this task has no finished run yet"
             out["text"] = "No run of this task has finished yet, so there is no report."
         out["report"] = report.to_dict() if report is not None else None
-        latest = live or run_index is None or run_index == len(self.runs) - 1
-        out["charts"] = self.live.snapshot() if self.progress is not None and latest else None
+        if live:
+            out["charts"], out["charts_note"] = self.live.snapshot(), ""
+        else:
+            out["charts"], out["charts_note"] = self._store_charts(run_index)
         return out
+
+    def _store_charts(self, run_index: int | None) -> tuple[dict | None, str]:
+        """The charts of a finished run from the tracking store (kept until the store moves on)."""
+        if self.store_dir is None or not (self.store_dir / STORE_MARKER).exists():
+            return None, ("No charts: this runs.jsonl has no tracking store beside it, so there are "
+                          "no per-block records to chart (the tables show the run's figures).")
+        start = end = None
+        if run_index is not None and self.runs:
+            start = self.runs[run_index].started_at or None
+            if run_index + 1 < len(self.runs):
+                end = self.runs[run_index + 1].started_at or None
+        elif isinstance(self.progress, dict):
+            start = as_number(self.progress.get("started_at"))
+        key = (start, end, len(self.runs), tuple(sorted((self._counts or {}).items())))
+        if key != self._charts_key:
+            try:
+                self._charts, self._charts_problem = store_charts(self.store_dir, start, end,
+                                                                  capacity=self._capacity), ""
+            except RunFileError as exc:
+                self._charts, self._charts_problem = None, f"No charts: {exc}"
+            self._charts_key = key
+        if self._charts is not None and self._charts.get("empty"):
+            return None, self._charts["empty"]
+        return self._charts, self._charts_problem

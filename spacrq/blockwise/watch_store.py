@@ -17,6 +17,7 @@ from spacrq.blockwise import zarrlite
 from spacrq.blockwise.report import ReportError, format_bytes, format_seconds
 from spacrq.blockwise.report import block as report_block
 from spacrq.blockwise.report_store import grid_shape, read_store_arrays
+from spacrq.blockwise.run_state import durable_counts
 from spacrq.blockwise.watch_tables import NOT_MEASURED, format_when
 from spacrq.runfiles import RunFileError
 
@@ -49,14 +50,11 @@ def _arrays(store_dir: Path, names) -> dict[str, np.ndarray | None]:
 def store_counts(store_dir: Path) -> dict:
     """Blocks done, failed (not done, with failures) and in total, from the store's arrays."""
     _store_attrs(store_dir)
-    a = _arrays(store_dir, ("done", "failures"))
-    if a["done"] is None:
-        raise RunFileError(f"the tracking store {store_dir} has no 'done' array; "
-                           "delete it to start the task afresh")
-    done = a["done"].astype(bool)
-    failures = a["failures"]
-    failed = int(np.count_nonzero((failures > 0) & ~done)) if failures is not None else 0
-    return {"done": int(done.sum()), "failed": failed, "total": int(done.size)}
+    try:  # the durable marks on disk, counted as `spacrq report` counts them
+        counts = durable_counts(store_dir)
+    except ReportError as exc:
+        raise RunFileError(str(exc)) from None
+    return {k: counts[k] for k in ("done", "failed", "total")}
 
 
 def block_detail(store_dir: Path, block_id: int) -> dict:

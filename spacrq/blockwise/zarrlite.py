@@ -15,7 +15,6 @@ crash leaves each chunk old or new, never torn.
 """
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from pathlib import Path
@@ -23,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from spacrq.runfiles import write_bytes
+from spacrq.runfiles import RunFileError, dumps, read_json, write_bytes
 
 __all__ = ["create_group", "read_group_attrs", "create_array", "array_meta", "read_array",
            "write_chunk", "ZarrFormatError", "LEVEL"]
 
 LEVEL = 1  # gzip level: tracking arrays compress well even at the fastest setting
+MAX_META_BYTES = 1 << 20  # a node's zarr.json is a few hundred bytes
+MAX_ELEMENTS = 1 << 30  # a whole array read into memory; tracking arrays hold one entry a block
 
 
 class ZarrFormatError(ValueError):
@@ -44,9 +45,15 @@ def _fill_json(dtype: np.dtype, fill: Any) -> Any:
 
 
 def _fill_value(dtype: np.dtype, doc: Any) -> Any:
-    if isinstance(doc, str):
-        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[doc]
-    return np.asarray(doc).astype(dtype)
+    special = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+    if isinstance(doc, str) and doc in special:
+        return special[doc]
+    if isinstance(doc, (bool, int, float)):
+        try:
+            return np.asarray(doc).astype(dtype)
+        except (OverflowError, ValueError):
+            pass
+    raise ZarrFormatError(f"the fill value {str(doc)[:40]!r} does not fit the data type {dtype}")
 
 
 def _write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
@@ -55,7 +62,7 @@ def _write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
 
 def _write_json(path: Path, doc: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode())
+    _write_bytes(path, (dumps(doc, indent=2) + "\n").encode())
 
 
 def create_group(path: Path, attributes: dict) -> None:
@@ -72,13 +79,27 @@ def read_group_attrs(path: Path) -> dict:
 
 
 def _read_meta(path: Path) -> dict:
+    """A node's zarr.json, read with the run-file protocol's strict reader.
+
+    Garbage, a list, ``NaN``, a folder in the file's place: each is a
+    ZarrFormatError naming the file, never a ``UnicodeDecodeError`` or an
+    ``AttributeError`` further on.
+    """
+    meta = path / "zarr.json"
     try:
-        doc = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ZarrFormatError(f"{path / 'zarr.json'} cannot be read ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("zarr_format") != 3:
-        raise ZarrFormatError(f"{path / 'zarr.json'} is not zarr v3 metadata")
+        doc = read_json(meta, None, expect=dict, max_bytes=MAX_META_BYTES)
+    except RunFileError as exc:
+        raise ZarrFormatError(str(exc)) from None
+    if doc is None:
+        raise ZarrFormatError(f"{meta} is missing or empty")
+    if doc.get("zarr_format") != 3:
+        raise ZarrFormatError(f"{meta} is not zarr v3 metadata")
     return doc
+
+
+def _whole_list(value: Any, low: int) -> bool:
+    return (isinstance(value, list) and 0 < len(value) <= 64
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value))
 
 
 def create_array(path: Path, shape, chunks, dtype: str, fill: Any) -> None:
@@ -97,18 +118,38 @@ def create_array(path: Path, shape, chunks, dtype: str, fill: Any) -> None:
 
 
 def array_meta(path: Path) -> dict:
+    """An array's metadata, checked far enough that reading it cannot trip on its shape."""
     doc = _read_meta(Path(path))
+    meta = Path(path) / "zarr.json"
     if doc.get("node_type") != "array":
         raise ZarrFormatError(f"{path} is not a zarr array")
+    if not _whole_list(doc.get("shape"), 0):
+        raise ZarrFormatError(f"{meta} has no valid \"shape\" (one whole number per axis)")
+    try:
+        np.dtype(doc.get("data_type"))
+    except (TypeError, ValueError):
+        raise ZarrFormatError(f"{meta} names the data type {doc.get('data_type')!r}, which "
+                              "numpy does not know") from None
+    grid = doc.get("chunk_grid")
+    chunks = (grid.get("configuration") or {}).get("chunk_shape") if isinstance(grid, dict) else None
+    if not _whole_list(chunks, 1) or len(chunks) != len(doc["shape"]):
+        raise ZarrFormatError(f"{meta} has no valid chunk shape (one whole number of 1 or more "
+                              "per axis)")
+    codecs = doc.get("codecs")
+    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
+        raise ZarrFormatError(f"{meta} has no valid \"codecs\" list")
     return doc
 
 
 def _own_codecs(doc: dict) -> bool:
     names = [c.get("name") for c in doc.get("codecs", [])]
-    endian = (doc["codecs"][0].get("configuration") or {}).get("endian", "little") if names else None
+    config = doc["codecs"][0].get("configuration") if names else None
+    endian = (config if isinstance(config, dict) else {}).get("endian", "little") if names else None
+    keys = doc.get("chunk_key_encoding")
+    keys = keys if isinstance(keys, dict) else {}
+    key_config = keys.get("configuration") if isinstance(keys.get("configuration"), dict) else {}
     return (names in (["bytes"], ["bytes", "gzip"]) and endian == "little"
-            and doc.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/") == "/"
-            and doc.get("chunk_key_encoding", {}).get("name") == "default")
+            and key_config.get("separator", "/") == "/" and keys.get("name") == "default")
 
 
 def read_array(path: Path) -> np.ndarray:
@@ -122,6 +163,9 @@ def read_array(path: Path) -> np.ndarray:
     shape = tuple(doc["shape"])
     chunks = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
     gz = len(doc["codecs"]) > 1
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ZarrFormatError(f"{path / 'zarr.json'} gives the shape {list(shape)}, more entries "
+                              f"than the {MAX_ELEMENTS:,} this reader holds in memory")
     out = np.full(shape, _fill_value(dtype, doc.get("fill_value")), dtype=dtype)
     counts = [-(-n // c) for n, c in zip(shape, chunks)]
     for index in np.ndindex(*counts):

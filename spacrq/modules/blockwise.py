@@ -46,7 +46,7 @@ def run(settings: dict, ctx) -> dict:
     from spacrq.blockwise.run import run_blockwise
 
     base = _base(settings, ctx)
-    found = spec.problems(settings, base)
+    found = [p for p in spec.problems(settings, base) if p.is_error]
     if found:
         raise spec.SpecError("; ".join(f"{p.message} ({p.fix})" for p in found))
     task = spec.build_task(settings, base)
@@ -54,8 +54,13 @@ def run(settings: dict, ctx) -> dict:
     say(f"blockwise {task.task_id}: {task.grid.size} blocks of {list(task.write_roi.shape)}, "
         f"{task.num_workers} worker(s), tracking store {task.tracking_path}")
     stop = getattr(ctx, "stop_requested", None)
-    report = run_blockwise([task], executor=str({**spec.DEFAULTS, **settings}["executor"]),
-                           stop_requested=stop)
+    from spacrq.blockwise.clusters import describe, executor_for
+    step = {**spec.DEFAULTS, **settings}
+    if step["executor"] == "dask":
+        say(f"blockwise {task.task_id}: on the {describe(step)}")
+    with executor_for(step) as (executor, cluster):  # a cluster started for the job closes here
+        report = run_blockwise([task], executor=str(executor), stop_requested=stop,
+                               dask_cluster=cluster)
     panel = report.render()
     if panel:
         say(panel)

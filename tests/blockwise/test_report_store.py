@@ -10,6 +10,7 @@ import zarr
 from fake_run import create_tracking_arrays
 
 from spacrq.blockwise import report as rp
+from spacrq.blockwise.run_state import scheduler_record
 from spacrq.runfiles import write_progress
 
 GRID = (3, 4)
@@ -174,6 +175,7 @@ def test_report_from_store_of_a_newer_run_in_progress(tmp_path):
     fill_blocks(g, [(0, 0)], start=101.0, wall=[0.3])
     rp.append_run(rp.runs_file(store), run_line(started_at=100.0, finished_at=110.0))
     write_progress(store / "progress.json", {"state": "running", "started_at": 200.0, "run_id": "r2",
+                                             "scheduler": scheduler_record(),  # this process: alive
                                              "task": {"total": 12, "done": 3, "skipped": 1,
                                                       "failed": 0, "orphaned": 0}})
     fill_blocks(g, [(2, 0), (2, 1)], start=201.0, wall=[0.2, 0.2], worker=5)
