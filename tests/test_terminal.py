@@ -1,11 +1,14 @@
 """Live displays: drawn on a terminal only, plain and unchanged in a pipe; follow ends with the run."""
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pty
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 
 import pytest
@@ -81,6 +84,7 @@ def _run(script, *, tty):
                               timeout=60)
         return done.stdout
     parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=child, stderr=child,
                             stdin=subprocess.DEVNULL, env=env)
     os.close(child)

@@ -47,8 +47,11 @@ def run_spec(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"the spec cannot be turned into tasks: {exc}") from None
     from spacrq.blockwise.clusters import ClusterError, executor_for
+    from spacrq.blockwise.live import tasks_lines
+    from spacrq.terminal import LiveLines
     try:  # the first step names the executor (and the dask cluster) for the whole spec
-        with executor_for({**spec.DEFAULTS, **steps[0]}, args.executor) as (executor, cluster):
+        with executor_for({**spec.DEFAULTS, **steps[0]}, args.executor) as (executor, cluster), \
+                LiveLines(lambda: tasks_lines(t.tracking_path for t in tasks)):
             report = run_blockwise(tasks, executor=executor, dask_cluster=cluster)
     except (TrackingError, RunFileError, ClusterError) as exc:
         raise CliError(str(exc)) from None

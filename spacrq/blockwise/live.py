@@ -38,8 +38,8 @@ def task_line(store: str | os.PathLike, *, now: float | None = None) -> str:
     busy = sum(1 for w in workers if w.get("state") == "busy")
     started = snap.get("started_at")
     elapsed = now - started if isinstance(started, (int, float)) else 0.0
-    return (f"{task.get('task_id') or name}: {done + skipped} of {total} blocks done"
-            f" ({failed} failed, {orphaned} orphaned) {bar(finished, total)} {rate_text}"
+    return (f"{task.get('task_id') or name}: {done + skipped} of {total} blocks done, "
+            f"{failed} failed, {orphaned} orphaned {bar(finished, total, 16)} {rate_text}"
             f"  {eta_text(finished - skipped, total - skipped, elapsed)}"
             f"  workers busy {busy}/{len(workers)}")
 

@@ -52,6 +52,9 @@ def register(subparsers) -> None:
                    help="rows of the per-worker table (default 10)")
     p.add_argument("--workspace", metavar="DIR",
                    help="workspace folder (default: $SPACRQ_WORKSPACE or ~/spacrq-workspace)")
+    p.add_argument("--follow", action="store_true",
+                   help="for a tracking store of a live run: show its progress until the run "
+                        "ends, then print the report (exit 0 if every block is done)")
     p.set_defaults(handler=run_report)
 
 
@@ -159,6 +162,8 @@ def run_report(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser() if args.path else _default_path(args.workspace)
     if not path.exists():
         _fail(f"{path} does not exist; pass a runs.jsonl, a tracking store or a folder of them")
+    if args.follow:
+        return _follow(args, path)
     if args.max_workers < 0:
         _fail("--max-workers must be 0 or more")
     notes: list[str] = []
@@ -187,6 +192,40 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         text = _report_text(args, tasks, path)
     return _emit(text)
+
+
+def _follow(args: argparse.Namespace, path: Path) -> int:
+    """Show a live store's progress until its scheduler is gone, then its report."""
+    from spacrq.blockwise.live import task_line
+    from spacrq.blockwise.run_state import run_state
+    from spacrq.runfiles import PROGRESS_FILE, read_progress
+    from spacrq.terminal import FOLLOW_STOPPED, Frame, follow
+    attrs, problem = read_store_attributes(path)
+    if attrs is None:
+        _fail(f"--follow needs the tracking store of a run, and {path} is not one"
+              + (f" ({problem})" if problem else "") + "; pass the store's folder")
+
+    def poll() -> Frame:
+        state = run_state(read_progress(path / PROGRESS_FILE))
+        return Frame((task_line(path),), ended=state != "running")
+
+    _, code = follow(poll, on_stop="the run goes on; 'spacrq report PATH' shows it again")
+    if code == FOLLOW_STOPPED:
+        return code
+    notes: list[str] = []
+    tasks = collect(path, notes)
+    for note in notes:
+        print(f"spacrq: note: {note}", file=sys.stderr)
+    _emit(_report_text(args, tasks, path))
+    return 0 if tasks and all(_complete(t) for t in tasks.values()) else 1
+
+
+def _complete(task: TaskReport) -> bool:
+    """Finished with no failed or orphaned block (a run that stopped early is not complete)."""
+    outcome = task.outcome or {}
+    if outcome.get("state") not in (None, "", "finished"):
+        return False
+    return not (outcome.get("failed") or outcome.get("orphaned"))
 
 
 def _report_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Path) -> str:
