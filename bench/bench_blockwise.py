@@ -9,6 +9,11 @@
    /tmp/daisyvenv/bin/python, else this one if it can import daisy).
 2. 20 ms CPU-bound numpy blocks, 2 workers: throughput against twice the
    serial throughput (target: >= 90 %).
+3. Executors side by side, no-op and 20 ms blocks, 2 workers: the local executor, dask on a
+   LocalCluster (2 worker processes, 1 thread each) and dask on separate ``dask scheduler`` /
+   ``dask worker`` processes on loopback: blocks/s and per-block overhead for each
+   (target: 20 ms blocks on dask >= 90 % of the local executor's throughput).
+   ``--no-dask`` leaves this section out.
 4. Per-block measurement cost inside the worker (target: <= 50 us).
 
 Figures are wall-clock on this machine while it does whatever else it does;
@@ -105,7 +110,30 @@ def run_spacrq_noop(n: int, workers: int = 2) -> dict:
         report = run_blockwise([task], log_dir=d)
         dt = time.perf_counter() - t0
     startup = report["noop"].workers.startup.mean
-    return {"blocks": side * side, "seconds": dt, "ok": report.succeeded, "startup": startup}
+    return {"blocks": side * side, "seconds": dt, "ok": report.succeeded, "startup": startup,
+            **_split(report["noop"], dt, workers)}
+
+
+def _split(tr, elapsed: float, workers: int) -> dict:
+    """What the Summary says a block's round trip was made of, beside what the benchmark measures.
+
+    The benchmark's own figure for spacrq's cost: the worker time per block not spent inside a
+    block while the run went, ``(workers × (elapsed − start-up) − Σ wall) / blocks``.  The
+    Summary's ``overhead`` (round trip − queued − wall) should come out at that, not at the
+    time blocks wait behind each other in their worker (``queued``).
+    """
+    b = tr.blocks
+    measured = (workers * (elapsed - (tr.workers.startup.mean or 0.0)) - b.wall.total) / max(b.wall.n, 1)
+    return {"round_trip": b.round_trip.mean, "queued": b.queued.mean, "wall": b.wall.mean,
+            "overhead": b.overhead.mean, "bench_cost": measured}
+
+
+def _print_split(r: dict) -> None:
+    print(f"   Summary per block: round trip {r['round_trip'] * 1e3:.3f} ms = queued {r['queued'] * 1e3:.3f} ms"
+          f" + wall {r['wall'] * 1e3:.3f} ms + overhead {r['overhead'] * 1e6:.1f} µs;"
+          f" the benchmark's spacrq cost per block {r['bench_cost'] * 1e6:.1f} µs"
+          f" (overhead / that = {r['overhead'] / r['bench_cost']:.2f}; round trip − wall, the old"
+          f" overhead, would say {(r['round_trip'] - r['wall']) * 1e6:.0f} µs)")
 
 
 def bench_noop(sizes, daisy_py, repeats: int):
@@ -126,6 +154,7 @@ def bench_noop(sizes, daisy_py, repeats: int):
         print(f"   {best['blocks']:>8,} {a:>16,.0f} {b:>15,.0f} {a / b:>6.2f}x"
               f"   (spacrq {best['seconds']:.2f} s incl. {best['startup']:.2f} s worker start-up, "
               f"daisy {other['seconds'] if other else float('nan'):.2f} s)")
+        _print_split(best)
 
 
 def bench_cpu(blocks: int, repeats: int):
@@ -140,6 +169,7 @@ def bench_cpu(blocks: int, repeats: int):
     walls: dict[str, float] = {}
     cpus: dict[str, float] = {}
     busy = 0.0
+    split: dict = {}
     for _ in range(repeats):
         for label, executor, workers in (("serial", "serial", 1), ("2 workers", "local", 2)):
             with tempfile.TemporaryDirectory() as d:
@@ -156,11 +186,13 @@ def bench_cpu(blocks: int, repeats: int):
                     cpus[label] = report[task.task_id].blocks.cpu.mean
                     if workers > 1:
                         busy = report[task.task_id].workers.compute.total / (workers * elapsed)
+                        split = _split(report[task.task_id], elapsed, workers)
     for label in ("serial", "2 workers"):
         print(f"   {label:>10}: {results[label]:7.1f} blocks/s   (mean block wall {walls[label] * 1e3:.1f} ms, "
               f"CPU {cpus[label] * 1e3:.1f} ms)")
     print(f"   the 2 workers were computing {busy * 100:.0f} % of the run's wall time "
           "(start-up, messaging and scheduling take the rest)")
+    _print_split(split)
     share = results["2 workers"] / (2 * results["serial"])
     bare = bare_processes(iterations, blocks, repeats)
     print(f"   2 workers reach {share * 100:.0f} % of twice the serial throughput (target >= 90 %)")
@@ -189,6 +221,94 @@ def bare_processes(iterations: int, blocks: int, repeats: int) -> float:
     return best
 
 
+def _dask_processes(workers: int = 2):
+    """``dask scheduler`` and ``workers`` ``dask worker`` processes on loopback; a context manager."""
+    import contextlib
+    import signal
+    import socket
+
+    @contextlib.contextmanager
+    def cm():
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        address = f"tcp://127.0.0.1:{port}"
+        here = str(Path(__file__).resolve().parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                     start_new_session=True)
+        procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
+                                   "--port", str(port), "--no-dashboard"], **quiet)]
+        try:
+            procs += [subprocess.Popen([sys.executable, "-m", "dask", "worker", address, "--nthreads",
+                                        "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"],
+                                       **quiet) for _ in range(workers)]
+            from distributed import Client
+            with Client(address, timeout="30s") as client:
+                client.wait_for_workers(workers, timeout=60)
+            yield address
+        finally:
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    return cm()
+
+
+def _executor_run(fn, blocks: int, executor: str, cluster) -> dict:
+    from spacrq.blockwise import Roi, Task, run_blockwise
+    with tempfile.TemporaryDirectory() as d:
+        task = Task("ex", Roi((0,), (blocks * 8,)), Roi((0,), (8,)), Roi((0,), (8,)), fn,
+                    read_write_conflict=False, num_workers=2, tracking_path=Path(d) / "t",
+                    resource_tracking=True)
+        t0 = time.perf_counter()
+        report = run_blockwise([task], executor=executor, log_dir=d, dask_cluster=cluster)
+        elapsed = time.perf_counter() - t0
+    tr = report["ex"]
+    startup = tr.workers.startup.mean or 0.0  # local workers start inside the run; dask ones before
+    overhead = (2 * (elapsed - startup) - tr.blocks.wall.total) / max(tr.blocks.wall.n, 1)
+    assert report.succeeded, report.problems()
+    return {"rate": blocks / elapsed, "overhead": overhead, "elapsed": elapsed, "startup": startup,
+            "cluster": (tr.outcome or {}).get("cluster", "local worker processes")}
+
+
+def bench_executors(noop_blocks: int, cpu_blocks: int, repeats: int) -> None:
+    import functools
+
+    from distributed import LocalCluster
+    iterations = calibrate()
+    cases = (("no-op", noop, noop_blocks),
+             ("20 ms", functools.partial(cpu_block, iterations), cpu_blocks))
+    print(f"3. executors side by side, 2 workers, tracking store + resource tracking "
+          f"(best of {repeats}, alternating; overhead = worker time per block not spent in it)")
+    best: dict = {}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as local_cluster, _dask_processes(2) as address:
+        executors = (("local executor", "local", None),
+                     ("dask LocalCluster", "dask", local_cluster),
+                     ("dask worker processes", "dask", address))
+        for _ in range(repeats):
+            for case, fn, blocks in cases:
+                for label, executor, cluster in executors:
+                    r = _executor_run(fn, blocks, executor, cluster)
+                    key = (case, label)
+                    if key not in best or r["rate"] > best[key]["rate"]:
+                        best[key] = r
+    print(f"   {'blocks':>14} {'executor':<22} {'blocks/s':>10} {'overhead/block':>15} {'vs local':>9}")
+    for case, _, blocks in cases:
+        local = best[(case, "local executor")]["rate"]
+        for label, _, _ in executors:
+            r = best[(case, label)]
+            print(f"   {f'{blocks:,} {case}':>14} {label:<22} {r['rate']:>10,.1f} "
+                  f"{r['overhead'] * 1e6:>12,.0f} µs {r['rate'] / local * 100:>8.0f}%")
+    for label in ("dask LocalCluster", "dask worker processes"):
+        share = best[("20 ms", label)]["rate"] / best[("20 ms", "local executor")]["rate"]
+        print(f"   20 ms blocks on {label}: {share * 100:.0f} % of the local executor's throughput "
+              f"(target >= 90 %)")
+    print("   (the local executor's figures include its workers' start-up inside the run, "
+          f"{best[('20 ms', 'local executor')]['startup']:.2f} s; the dask clusters were up before)")
+
+
 def bench_measure(n: int):
     from spacrq.blockwise.measure import BlockMeter
     meter = BlockMeter()
@@ -211,6 +331,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 000 blocks only, smaller runs")
     parser.add_argument("--daisy-python", help="interpreter with daisy 2.0.0 installed")
+    parser.add_argument("--no-dask", action="store_true", help="leave out the dask executors (3)")
+    parser.add_argument("--only-executors", action="store_true", help="run section 3 alone")
     args = parser.parse_args(argv)
     daisy_py = daisy_python(args.daisy_python)
     if daisy_py is None:
@@ -218,8 +340,13 @@ def main(argv=None) -> int:
               "(e.g. into /tmp/daisyvenv); daisy columns are left empty")
     print(f"spacrq blockwise benchmarks on {os.cpu_count()} CPU(s), load {os.getloadavg()[0]:.1f}")
     repeats = 1 if args.quick else 2
+    if args.only_executors:
+        bench_executors(2_000 if args.quick else 5_000, 100 if args.quick else 300, repeats)
+        return 0
     bench_noop([10_000] if args.quick else [10_000, 100_000], daisy_py, repeats)
     bench_cpu(100 if args.quick else 400, repeats)
+    if not args.no_dask:
+        bench_executors(2_000 if args.quick else 5_000, 100 if args.quick else 300, repeats)
     bench_measure(20_000 if args.quick else 200_000)
     return 0
 

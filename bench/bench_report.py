@@ -12,6 +12,10 @@ call also pays one-off imports):
 
 * ``report_from_store`` — the whole per-block summary (read every array whole,
   round trip, completion order, seven Stats, overhead, trend);
+* ``store_charts`` — every chart series of the Run Report (each worker's cumulative
+  compute and idle, blocks per second, wall and peak RSS against completion order
+  with the trend), the store read once, decimated for the screen (target ≤ 1 s),
+  beside the Summary alone (``report_from_store`` above);
 * ``block`` — one block's drill-down, by spatial id;
 * ``block_columns`` / ``block_records(worker=...)`` — one worker's blocks as
   arrays and as record objects, side by side.
@@ -36,6 +40,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BytesCodec, GzipCodec
 
+from spacrq.blockwise.watch_charts import store_charts
 from spacrq.blockwise.report import (
     TaskReport,
     WorkerRecord,
@@ -107,6 +112,8 @@ def make_store(path: Path, grid: tuple[int, ...], codecs: dict) -> tuple[float, 
     put("worker_id", rng.integers(0, WORKERS, n), np.int32, -1)
     put("sent_at", sent, np.float64, np.nan)
     put("returned_at", order_time, np.float64, np.nan)
+    put("queued_seconds", rng.random(n) * 1e-3, np.float64, np.nan)
+    put("idle_seconds", rng.random(n) * 1e-4, np.float64, np.nan)
 
     # the second run's report line, as the engine appends it
     records = [WorkerRecord(i, startup=0.3, blocks_ok=n // 2 // WORKERS,
@@ -162,6 +169,20 @@ def main(argv=None) -> int:
             assert report.blocks.skipped == skipped and report.blocks.wall.n == n - skipped
             print(f"  report_from_store        first {first:.3f} s  median of {args.repeat} {med:.3f} s"
                   f" (CPU {cpu:.3f} s)  target ≤ 1 s: {'met' if med <= 1.0 else 'MISSED'}")
+            start = report.started_at
+            c_first, c_later, charts, c_cpu = timed(lambda: store_charts(store, start, None), args.repeat)
+            c_med = statistics.median(c_later)
+            assert charts["blocks"] == n - skipped and len(charts["compute"]) == WORKERS
+            points = max(len(charts["wall"][0]), len(charts["rss"][0]),
+                         *(len(x) for x, _ in charts["compute"].values()))
+            print(f"  store_charts (all series) first {c_first:.3f} s  median of {args.repeat} {c_med:.3f} s"
+                  f" (CPU {c_cpu:.3f} s)  target ≤ 1 s: {'met' if c_med <= 1.0 else 'MISSED'}; "
+                  f"{c_med / med:.2f}× the Summary alone; at most {points:,} points a series")
+            w_first, w_later, whole, w_cpu = timed(lambda: store_charts(store, None, None), args.repeat)
+            assert whole["blocks"] == n
+            print(f"  store_charts, all {n:,} blocks as one run: first {w_first:.3f} s  median "
+                  f"{statistics.median(w_later):.3f} s (CPU {w_cpu:.3f} s)  target ≤ 1 s: "
+                  f"{'met' if statistics.median(w_later) <= 1.0 else 'MISSED'}")
             first, later, _, _ = timed(lambda: block(store, n // 2 + 7), args.repeat)
             print(f"  block(spatial id)        first {first * 1e3:.1f} ms  "
                   f"median {statistics.median(later) * 1e3:.1f} ms")

@@ -76,6 +76,27 @@ class WorkerLife:
                 "blocks": self.blocks_ok + self.blocks_failed, "exit": self.exit}
 
 
+def _shared_transport(queued, own, walls, round_trip: float) -> list:
+    """Each block's queued time, counting its wait for the rest of its batch's transport.
+
+    The worker sends, per block, its wait behind other blocks (``queued``)
+    and its own bookkeeping gap just before it (``own``).  One message
+    carries a batch's results: what is left of the round trip once a
+    block's queued, own gap and wall are taken out (the pipe both ways, the
+    pickling, the scheduler's turn) is the same for all ``k`` blocks of the
+    message and paid once for all of them.  A block's own share of it is
+    ``1/k``; the rest it spent waiting for its batch-mates' share, which is
+    waiting like any other.  So a block's overhead is its own gap plus its
+    share of the transport, and the overheads of a run add up to what
+    spacrq itself cost the workers.
+    """
+    k = len(queued)
+    if k <= 1:
+        return list(queued)
+    share = (k - 1) / k
+    return [q + (round_trip - q - g - w) * share for q, g, w in zip(queued, own, walls)]
+
+
 class TaskFigures:
     """Everything measured for one task during one run."""
 
@@ -86,6 +107,7 @@ class TaskFigures:
         self.started_at = time.time()
         self.finished_at: float | None = None
         self.round_trip: list[float] = []
+        self.queued: list[float] = []
         self.wall: list[float] = []
         self.cpu: list[float] = []
         self.peak_rss: list[int] = []
@@ -108,20 +130,30 @@ class TaskFigures:
         """Record a batch of results; returns ``(ok ids, [(id, error)...])``.
 
         Each result is ``(spatial id, error or None, wall, cpu, peak_rss,
-        read, write, idle before)`` as the worker sends it.  Batches are
-        handled column-wise: a batch of cheap blocks costs a few list
+        read, write, idle before[, queued, own gap])`` as the worker sends it
+        (an executor that cannot tell how long a block waited in its worker
+        leaves them out: queued is then not measured, never 0).  Batches
+        are handled column-wise: a batch of cheap blocks costs a few list
         extends, not a loop of appends per block.
         """
         if not results:
             return [], []
         life = self.worker(worker_id) if worker_life else WorkerLife(-1)
-        sids, errors, walls, cpus, rss, reads, writes, idles = zip(*results)
+        columns = list(zip(*results))
+        sids, errors, walls, cpus, rss, reads, writes, idles = columns[:8]
+        if len(columns) > 9:
+            queued = _shared_transport(columns[8], columns[9], walls, returned_at - sent_at)
+        elif len(columns) > 8:
+            queued = columns[8]
+        else:
+            queued = (float("nan"),) * len(sids)
         life.add(idles, walls)
+        idles = [max(0.0, x) for x in idles]
         if any(e is not None for e in errors):
             failed = [(sid, e) for sid, e in zip(sids, errors) if e is not None]
             keep = [i for i, e in enumerate(errors) if e is None]
-            sids, walls, cpus, rss, reads, writes = (
-                [col[i] for i in keep] for col in (sids, walls, cpus, rss, reads, writes))
+            sids, walls, cpus, rss, reads, writes, idles, queued = (
+                [col[i] for i in keep] for col in (sids, walls, cpus, rss, reads, writes, idles, queued))
             life.blocks_failed += len(failed)
         else:
             failed = []
@@ -130,6 +162,7 @@ class TaskFigures:
         if not n:
             return [], failed
         self.round_trip.extend([returned_at - sent_at] * n)
+        self.queued.extend(queued)
         if self.tracking:
             self.wall.extend(walls)
             self.cpu.extend(cpus)
@@ -146,7 +179,8 @@ class TaskFigures:
                 columns.update(
                     wall_seconds=walls, cpu_seconds=cpus, peak_rss_bytes=rss, io_read_bytes=reads,
                     io_write_bytes=writes, worker_id=worker_id if worker_life else -1,
-                    sent_at=sent_at, returned_at=returned_at)
+                    sent_at=sent_at, returned_at=returned_at, queued_seconds=queued,
+                    idle_seconds=idles)
             self.store.record(np.asarray(ok, dtype=np.int64), **columns)
         return ok, failed
 
@@ -171,7 +205,8 @@ class TaskFigures:
                       io_read=np.asarray(self.io_read, dtype=np.float64),
                       io_write=np.asarray(self.io_write, dtype=np.float64))
         blocks = summarize_blocks(count=count, skipped=skipped, failures=failures,
-                                  round_trip=np.asarray(self.round_trip), **kw)
+                                  round_trip=np.asarray(self.round_trip),
+                                  queued=np.asarray(self.queued, dtype=np.float64), **kw)
         workers = summarize_workers([w.record() for w in self.workers.values()],
                                     unmanaged_clients=self.unmanaged_clients)
         return TaskReport(self.task_id, blocks=blocks, workers=workers, started_at=self.started_at,

@@ -34,7 +34,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from spacrq.blockwise.figures import WorkerLife
+from spacrq.blockwise.ownfiles import open_own
 from spacrq.blockwise.worker import IDLE, SLOT_FORMAT, SLOT_SIZE
+from spacrq.procs import module_argv
+from spacrq.runfiles import RunFileError
 
 __all__ = ["run_local", "LocalPool"]
 
@@ -105,6 +108,7 @@ class LocalPool:
         self.tasks = {t.task_id: t for t in tasks}
         self.log_dirs = log_dirs
         self.workers: list[WorkerHandle] = []
+        self.early_notes: list[tuple] = []  # said before the run was attached (prestart)
         self.next_id: dict[str, int] = {t.task_id: 0 for t in tasks}
         self.block_cost: dict[str, float] = {t.task_id: 0.0 for t in tasks}
         self.setups: dict[str, dict] = {}
@@ -129,6 +133,9 @@ class LocalPool:
         for handle in self.workers:
             handle.tr = by_id[handle.task.task_id]
             handle.tr.figures.workers[handle.worker_id] = handle.life
+        for task, message in self.early_notes:
+            self.run.log(by_id[task.task_id], message)
+        self.early_notes = []
 
     # -- starting workers -------------------------------------------------------------
     def spawn(self, task) -> WorkerHandle | None:
@@ -138,38 +145,43 @@ class LocalPool:
         life = WorkerLife(worker_id)
         log_dir = self.log_dirs[tid]
         slot_path = log_dir / f".worker-{worker_id}.slot"
-        slot_path.write_bytes(struct.pack(SLOT_FORMAT, IDLE, 0.0))
-        fd = os.open(slot_path, os.O_RDWR)
-        slot = mmap.mmap(fd, SLOT_SIZE)
-        os.close(fd)
+        try:  # never through a link planted in the store: a fresh slot, the log appended
+            slot_fd, slot_note = open_own(slot_path, fresh=True, mode=0o600)
+        except RunFileError as exc:
+            return self._not_started(task, worker_id, life, exc)
+        try:
+            log_fd, log_note = open_own(log_dir / f"worker-{worker_id}.log")
+        except RunFileError as exc:
+            os.close(slot_fd)
+            return self._not_started(task, worker_id, life, exc)
+        for note in (slot_note, log_note):
+            if note:
+                self._say(task, note)
+        os.write(slot_fd, struct.pack(SLOT_FORMAT, IDLE, 0.0))
+        slot = mmap.mmap(slot_fd, SLOT_SIZE)
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         try:
-            with open(log_dir / f"worker-{worker_id}.log", "ab") as log:
-                popen = subprocess.Popen(
-                    [sys.executable, "-m", "spacrq.blockwise.worker", str(down_r), str(up_w)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=(down_r, up_w), env=env, close_fds=True)
+            popen = subprocess.Popen(
+                module_argv("spacrq.blockwise.worker", str(down_r), str(up_w)),
+                stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
+                pass_fds=(down_r, up_w, slot_fd), env=env, close_fds=True)
         except OSError as exc:
-            for fd in (down_r, down_w, up_r, up_w):
+            for fd in (down_r, down_w, up_r, up_w, slot_fd, log_fd):
                 os.close(fd)
             slot.close()
-            life.exit = "error"
-            life.state = "exited"
-            if self.run is not None:
-                self._tr(task).figures.workers.setdefault(worker_id, life)
-                self.run.log(self._tr(task), f"could not start worker {worker_id}: {exc}")
-            return None
-        os.close(down_r)
-        os.close(up_w)
+            return self._not_started(task, worker_id, life, exc)
+        for fd in (down_r, up_w, slot_fd, log_fd):
+            os.close(fd)
         life.pid = popen.pid
         life.spawned_at = time.time()
         handle = WorkerHandle(task, worker_id, popen, Connection(down_w, readable=False),
                               Connection(up_r, writable=False), slot_path, slot, life)
-        setup = dict(self.setups[tid], worker_id=worker_id, slot=str(slot_path))
+        # the slot travels as an open descriptor: the worker never opens it by name
+        setup = dict(self.setups[tid], worker_id=worker_id, slot=str(slot_path), slot_fd=slot_fd)
         try:
             handle.to_worker.send(("setup", setup))
         except OSError:
@@ -179,6 +191,22 @@ class LocalPool:
             handle.tr.figures.workers[worker_id] = life
         self.workers.append(handle)
         return handle
+
+    def _not_started(self, task, worker_id: int, life, exc: BaseException) -> None:
+        """A worker that could not be started: its life ends as an error, said in the log."""
+        life.exit = "error"
+        life.state = "exited"
+        if self.run is not None:
+            self._tr(task).figures.workers.setdefault(worker_id, life)
+        self._say(task, f"could not start worker {worker_id}: {exc}")
+        return None
+
+    def _say(self, task, message: str) -> None:
+        """A line in the task's scheduler.log (held until the run is attached, when it is not yet)."""
+        if self.run is None:
+            self.early_notes.append((task, message))
+        else:
+            self.run.log(self._tr(task), message)
 
     def discard(self) -> None:
         """Stop workers started before the run could begin (a store refused to open)."""
@@ -239,7 +267,7 @@ class LocalPool:
             sent = time.time()
             handle.inflight.append([ids, sent, 0])  # ids, sent at, results returned so far
             try:
-                handle.to_worker.send(("run", ids))
+                handle.to_worker.send(("run", ids, sent))  # the worker times the wait in its pipe
             except OSError:
                 return  # the loss is handled when the pipe reports it
             handle.life.state = "busy"

@@ -19,7 +19,7 @@ from spacrq.blockwise.report_format import format_bytes, format_seconds, format_
 from spacrq.blockwise.report_stats import BlockSummary, Stat, WorkerRecord, WorkerSummary
 
 __all__ = ["ReportError", "BlockStats", "BlockRecord", "TaskReport", "RunReport",
-           "render_history"]
+           "render_history", "queue_note"]
 
 
 class ReportError(ValueError):
@@ -216,6 +216,9 @@ class TaskReport:
             head += f" ({', '.join(notes)})"
         if w.count:
             head += f", {w.count} worker{'s' if w.count != 1 else ''}"
+        cluster = (self.outcome or {}).get("cluster")
+        if isinstance(cluster, str) and cluster:  # which cluster ran it (dask runs say)
+            head += f" on {cluster[:80]}"
         if self.elapsed > 0:
             head += f", {format_seconds(self.elapsed)} wall"
         return head + self._unfinished()
@@ -244,7 +247,9 @@ class TaskReport:
         if b.has_stats:
             rows += [("wall", b.wall, "s"), ("cpu", b.cpu, "s"), ("peak RSS", b.peak_rss, "B"),
                      ("io read", b.io_read, "B"), ("io write", b.io_write, "B"),
-                     ("overhead", b.overhead, "s")]
+                     ("queued", b.queued, "s"), ("overhead", b.overhead, "s")]
+        elif b.queued:
+            rows.append(("queued", b.queued, "s"))
         rows = [r for r in rows if r[1]]  # a row of dashes says nothing the headline does not
         if rows:
             lines.append(text_table(("per block", "mean", "std", "min", "max", "total"),
@@ -252,6 +257,9 @@ class TaskReport:
                                  for name, stat, unit in rows]))
         if b.has_stats and b.wall.n >= 2:
             lines.append(f"    {'trend':<10}  {_format_trend(b.trend_slope_ms, b.wall.n)}")
+        waited = queue_note(b)
+        if waited:
+            lines.append(f"    {'note':<10}  {waited}")
         if w.count or w.unmanaged_clients:
             wrows = [[name, *stat.cells()] for name, stat in (
                 ("startup", w.startup), ("idle", w.idle), ("compute", w.compute),
@@ -284,6 +292,24 @@ class TaskReport:
                        "(spacrq report --json lists them all)")
         return out
 
+
+
+def queue_note(b: BlockSummary) -> str:
+    """A sentence when blocks waited in their workers for a noticeable part of the round trip.
+
+    The round trip of a batched block includes the time it waited behind the
+    batch ahead of it and its batch-mates; read as "scheduler overhead" it
+    sends an operator tuning the wrong thing, so the report says what it is.
+    """
+    if not b.queued or not b.round_trip or b.round_trip.mean <= 0:
+        return ""
+    share = b.queued.mean / b.round_trip.mean
+    if share < 0.2:
+        return ""
+    cost = f"; the scheduler's own cost is the overhead, {format_seconds(b.overhead.mean)}" if b.overhead else ""
+    return (f"blocks waited {format_seconds(b.queued.mean)} on average ({share:.0%} of the round trip) "
+            "in their worker behind the blocks sent ahead of them: batches go two deep so a worker "
+            f"never waits for the scheduler{cost}")
 
 
 def _format_trend(slope_ms: float, blocks: int) -> str:

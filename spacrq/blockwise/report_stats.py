@@ -17,7 +17,7 @@ import numpy as np
 
 from spacrq.blockwise.report_format import format_value, unit_scale
 
-__all__ = ["EXIT_KINDS", "Stat", "trend_slope_ms", "BlockSummary", "summarize_blocks",
+__all__ = ["EXIT_KINDS", "Stat", "trend_slope_ms", "BlockSummary", "block_overhead", "summarize_blocks",
            "WorkerRecord", "WorkerSummary", "summarize_workers"]
 
 #: the order exits are listed in; kinds the engine invents later follow these
@@ -187,8 +187,14 @@ class BlockSummary:
     ``round_trip`` (dispatch → return, stamped by the scheduler) is there for
     every distributed block, tracked or not.  ``wall``, ``cpu``, ``peak_rss``,
     ``io_read`` and ``io_write`` are measured inside the worker and stay empty
-    without resource tracking (``has_stats`` False).  ``overhead`` is what
-    the scheduler and transport added to a block: round trip minus wall.
+    without resource tracking (``has_stats`` False).  ``queued`` is the time
+    a block spent waiting rather than running: in its worker behind the
+    batch sent ahead of it (batches go two deep so a worker never waits for
+    the scheduler), behind its batch-mates, its result held until its batch
+    was reported, and the batch-mates' share of the one message that
+    carried them.  ``overhead`` is what is left, the block's share of the
+    scheduler's and the pipe's time: round trip minus queued minus wall
+    (minus wall alone where queued was not measured, e.g. on dask).
     ``count`` includes the ``skipped`` blocks (done in an earlier run), which
     contribute no timing samples; ``failures`` counts failed attempts.
     """
@@ -203,6 +209,7 @@ class BlockSummary:
     peak_rss: Stat = Stat()
     io_read: Stat = Stat()
     io_write: Stat = Stat()
+    queued: Stat = Stat()
     overhead: Stat = Stat()
     trend_slope_ms: float = 0.0
 
@@ -228,9 +235,24 @@ def _measured_amounts(values: Any) -> np.ndarray:
     return np.where(a >= 0, a, np.nan)
 
 
+def block_overhead(round_trip: Any, wall: Any, queued: Any = None) -> np.ndarray:
+    """Per block, the scheduler's and the pipe's cost: round trip − queued − wall.
+
+    Where a block's ``queued`` was not measured (NaN, or no array at all) it
+    counts as 0, so the figure falls back to round trip − wall; NaN where
+    the round trip or the wall is missing.
+    """
+    out = np.asarray(round_trip, dtype=np.float64).ravel() - np.asarray(wall, dtype=np.float64).ravel()
+    if queued is not None:
+        q = np.asarray(queued, dtype=np.float64).ravel()
+        if q.size == out.size:
+            out -= np.where(np.isfinite(q), q, 0.0)
+    return out
+
+
 def summarize_blocks(*, count: int, skipped: int, failures: int, round_trip: Any,
                      wall: Any = None, cpu: Any = None, peak_rss: Any = None,
-                     io_read: Any = None, io_write: Any = None) -> BlockSummary:
+                     io_read: Any = None, io_write: Any = None, queued: Any = None) -> BlockSummary:
     """The per-block summary of one run from per-block arrays.
 
     The arrays hold one entry per block that ran this run, aligned with each
@@ -238,22 +260,24 @@ def summarize_blocks(*, count: int, skipped: int, failures: int, round_trip: Any
     order).  NaN marks a figure not measured for a block, as does a negative
     byte count (the tracking store's ``-1`` fill).  Passing ``wall`` means the
     run had resource tracking (``has_stats``); ``overhead`` is
-    ``round_trip - wall`` over the blocks that have both.
+    :func:`block_overhead` over the blocks that have a round trip and a wall;
+    ``queued`` (seconds each block waited in its worker) is optional.
     """
     rt = np.asarray(round_trip, dtype=np.float64).ravel()
+    q = Stat.of(queued) if queued is not None else Stat()
     if wall is None:
         return BlockSummary(count=int(count), skipped=int(skipped), failures=int(failures),
-                            round_trip=Stat.of(rt))
+                            round_trip=Stat.of(rt), queued=q)
     w = np.asarray(wall, dtype=np.float64).ravel()
     overhead = Stat()
     if rt.size == w.size:
-        overhead = Stat.of(rt - w)  # NaN wherever either is missing
+        overhead = Stat.of(block_overhead(rt, w, queued))  # NaN wherever either is missing
     elif rt.size:
         raise ValueError(f"round_trip has {rt.size} blocks but wall has {w.size}; "
                          "pass the arrays aligned per block")
     return BlockSummary(
         count=int(count), skipped=int(skipped), failures=int(failures), has_stats=True,
-        round_trip=Stat.of(rt), wall=Stat.of(w),
+        round_trip=Stat.of(rt), wall=Stat.of(w), queued=q,
         cpu=Stat.of(cpu) if cpu is not None else Stat(),
         peak_rss=Stat.of(_measured_amounts(peak_rss)) if peak_rss is not None else Stat(),
         io_read=Stat.of(_measured_amounts(io_read)) if io_read is not None else Stat(),

@@ -10,7 +10,6 @@ whose one sentence names the fix.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +19,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from spacrq.blockwise.report_model import BlockRecord, BlockStats, ReportError, TaskReport
-from spacrq.blockwise.report_runs import read_last_run, runs_file, store_attributes
+from spacrq.blockwise.report_runs import RunsTail, read_store_attributes, runs_file
+from spacrq.blockwise.run_state import durable_outcome, run_state
 from spacrq.blockwise.report_stats import (BlockSummary, Stat, WorkerRecord, WorkerSummary,
                                            summarize_blocks, summarize_workers)
-from spacrq.runfiles import PROGRESS_FILE, read_progress
+from spacrq.runfiles import PROGRESS_FILE, read_json_checked
 
 __all__ = ["report_from_store", "block", "block_columns", "block_records", "read_store_arrays",
            "grid_shape"]
@@ -35,7 +35,9 @@ _AMOUNTS = ("peak_rss_bytes", "io_read_bytes", "io_write_bytes")
 def _open_store(store_dir: str | Path) -> dict:
     """The store's attributes, or a one-sentence ReportError when it is not a store."""
     path = Path(store_dir)
-    attrs = store_attributes(path)
+    attrs, problem = read_store_attributes(path)
+    if problem is not None:
+        raise ReportError(f"the tracking store {path} cannot be opened: {problem}")
     if attrs is None:
         raise ReportError(f"{path} is not a spacrq tracking store (no zarr.json marked "
                           "spacrq_tracking); pass a store folder, a runs.jsonl or a folder of stores")
@@ -88,13 +90,19 @@ def _check_sizes(path: Path, arrays: dict[str, np.ndarray | None], size: int) ->
 
 def grid_shape(path: Path, attrs: dict) -> tuple[int, ...]:
     """The block grid's shape: from the store's geometry, else from the ``done`` array's shape."""
-    shape = (attrs.get("geometry") or {}).get("grid_shape")
+    geometry = attrs.get("geometry")
+    shape = geometry.get("grid_shape") if isinstance(geometry, dict) else None
     if shape:
-        return tuple(int(s) for s in shape)
+        if (isinstance(shape, list) and 0 < len(shape) <= 64
+                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
+            return tuple(shape)
+        raise ReportError(f"the tracking store {path} gives the block grid {str(shape)[:60]}, "
+                          "which is not one whole number per axis; delete the store to start "
+                          "the task afresh")
+    from spacrq.blockwise import zarrlite
     try:
-        doc = json.loads((path / "done" / "zarr.json").read_text(encoding="utf-8"))
-        return tuple(int(s) for s in doc["shape"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return tuple(zarrlite.array_meta(path / "done")["shape"])
+    except zarrlite.ZarrFormatError as exc:
         raise _damaged(path, "done", exc) from None
 
 
@@ -115,7 +123,7 @@ def _run_start(last: TaskReport | None, progress: dict) -> tuple[float | None, b
     return live, False
 
 
-def report_from_store(store_dir: str | Path) -> TaskReport:
+def report_from_store(store_dir: str | Path, notes: list[str] | None = None) -> TaskReport:
     """The report of the store's latest run, rebuilt from its arrays (vectorised, whole arrays).
 
     The blocks of the run are those returned since it started (from the last
@@ -126,19 +134,35 @@ def report_from_store(store_dir: str | Path) -> TaskReport:
     own account, orphans included) and worker records are used; for a run
     still going, workers are built from the store (blocks and compute per
     worker; idle and lifecycle are not in the store).
+
+    A run with no report line is ``running`` only while its scheduler lives
+    (:func:`~spacrq.blockwise.run_state.run_state`, the pane's rule too);
+    otherwise its counts are the done marks on disk, never the scheduler's
+    last in-memory count.  ``notes`` collects what could not be read and was
+    passed over (a garbled ``progress.json``), one sentence each.
     """
     path = Path(store_dir)
     attrs = _open_store(path)
     task_id = str(attrs.get("task_id") or path.name)
-    last = read_last_run(runs_file(path))
+    tail = RunsTail(runs_file(path))
+    runs = tail.read()
+    last = runs[-1] if runs else None
+    if tail.unreadable and notes is not None:
+        notes.append(tail.unreadable)
+    if tail.bad_lines and notes is not None:
+        why = f" (the last: {tail.last_problem})" if tail.last_problem else ""
+        notes.append(f"{tail.bad_lines} damaged line(s) in {runs_file(path)} were skipped{why}")
     if last is not None:
         last.store = path
-    progress = read_progress(path / PROGRESS_FILE) or {}
+    progress, problem = read_json_checked(path / PROGRESS_FILE, None, expect=dict)
+    if problem is not None and notes is not None:
+        notes.append(f"{problem}; the store's own records are shown instead")
+    progress = progress or {}
     start, last_is_run = _run_start(last, progress)
     line = last if last is not None and last_is_run else None
 
     # every array in one batch, read side by side; worker ids only when no line has the workers
-    names = ["done", "failures", "sent_at", "returned_at", *_FLOATS[:2], *_AMOUNTS]
+    names = ["done", "failures", "sent_at", "returned_at", *_FLOATS[:2], *_AMOUNTS, "queued_seconds"]
     a = read_store_arrays(path, names + ([] if line is not None else ["worker_id"]))
     if a["done"] is None:
         raise ReportError(f"the tracking store {path} has no 'done' array; "
@@ -178,32 +202,52 @@ def report_from_store(store_dir: str | Path) -> TaskReport:
         round_trip=returned[order] - sent[order] if sent is not None else np.empty(0),
         wall=run_part("wall_seconds"), cpu=run_part("cpu_seconds"),
         peak_rss=run_part("peak_rss_bytes"), io_read=run_part("io_read_bytes"),
-        io_write=run_part("io_write_bytes"),
+        io_write=run_part("io_write_bytes"), queued=run_part("queued_seconds"),
     )
     if line is not None:
         return TaskReport(task_id, blocks, line.workers, line.started_at, line.finished_at,
                           tracked=True, store=path, outcome=line.outcome)
-    workers = _workers_from_store(a["worker_id"], order, done, a["wall_seconds"])
+    outcome = None
+    if start is not None and progress.get("started_at") == start:
+        outcome = _live_outcome(progress, a["done"], a["failures"], returned, start)
+    # workers of a run whose scheduler is gone did not leave cleanly, whatever the store says
+    gone = "interrupted" if (outcome or {}).get("state") == "interrupted" else None
+    workers = _workers_from_store(a["worker_id"], order, done, a["wall_seconds"], exit=gone)
     if start is None:
         start = float(np.nanmin(sent[order])) if sent is not None and order.size else 0.0
     finished = float(returned[order[-1]]) if order.size else start
     return TaskReport(task_id, blocks, workers, start, finished, tracked=True, store=path,
-                      outcome=_live_outcome(progress) if progress.get("started_at") == start else None)
+                      outcome=outcome)
 
 
-def _live_outcome(progress: dict) -> dict | None:
-    """The state and counts of a run with no report line yet, from its progress snapshot."""
-    state = progress.get("state")
-    if not isinstance(state, str):
+def _live_outcome(progress: dict, done: np.ndarray, failures: np.ndarray | None,
+                  returned: np.ndarray, start: float | None) -> dict | None:
+    """The state and counts of a run with no report line yet.
+
+    While its scheduler lives, the snapshot's own counts (the run is going:
+    they are the freshest); once it is gone, the done marks the store holds
+    on disk, and ``orphaned`` only from a snapshot the run itself finished.
+    """
+    state = run_state(progress)
+    if state is None:
         return None
+    run_id = progress.get("run_id") if isinstance(progress.get("run_id"), str) else None
     task = progress.get("task") if isinstance(progress.get("task"), dict) else {}
-    counts = {k: task[k] for k in ("total", "done", "skipped", "failed", "orphaned")
-              if isinstance(task.get(k), int) and not isinstance(task.get(k), bool)}
-    return {"state": state, "run_id": progress.get("run_id"), **counts}
+    if state == "running":
+        counts = {k: task[k] for k in ("total", "done", "skipped", "failed", "orphaned")
+                  if isinstance(task.get(k), int) and not isinstance(task.get(k), bool)}
+        return {"state": state, "run_id": run_id, **counts}
+    durable = durable_outcome(done, failures, returned, start)
+    durable["done"] -= durable["skipped"]
+    if progress.get("state") != "running":  # the run wrote its own last snapshot
+        orphaned = task.get("orphaned")
+        if isinstance(orphaned, int) and not isinstance(orphaned, bool):
+            durable["orphaned"] = orphaned
+    return {"state": state, "run_id": run_id, **durable}
 
 
 def _workers_from_store(worker_ids: np.ndarray | None, order: np.ndarray, done: np.ndarray,
-                        wall: np.ndarray | None) -> WorkerSummary:
+                        wall: np.ndarray | None, exit: str | None = None) -> WorkerSummary:
     """Per-worker blocks and compute of a run with no report line yet, from the store."""
     if worker_ids is None or order.size == 0:
         return WorkerSummary()
@@ -216,7 +260,7 @@ def _workers_from_store(worker_ids: np.ndarray | None, order: np.ndarray, done: 
         n_ok = int((mine & ok).sum())
         compute = Stat.of(walls[mine]) if walls is not None else Stat()
         records.append(WorkerRecord(int(wid), blocks_ok=n_ok, blocks_failed=int(mine.sum()) - n_ok,
-                                    compute=compute))
+                                    compute=compute, exit=exit))
     return summarize_workers(records, unmanaged_clients=0)
 
 

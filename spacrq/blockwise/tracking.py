@@ -45,6 +45,10 @@ STAT_ARRAYS: dict[str, tuple[str, Any]] = {
     "worker_id": ("int32", -1),
     "sent_at": ("float64", float("nan")),
     "returned_at": ("float64", float("nan")),
+    # seconds the block waited in its worker (behind the batch ahead, its batch-mates, its
+    # batch's report) and the worker's wait for it: they split the round trip honestly
+    "queued_seconds": ("float64", float("nan")),
+    "idle_seconds": ("float64", float("nan")),
 }
 BASE_ARRAYS: dict[str, tuple[str, Any]] = {"done": ("bool", False), "failures": ("int32", 0)}
 ALL_ARRAYS = {**BASE_ARRAYS, **STAT_ARRAYS}

@@ -13,13 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from spacrq.blockwise.report_format import format_seconds
 from spacrq.blockwise.watch_series import CHART_BUCKETS, PeakSeries, Trend
 
-__all__ = ["TIME_BUCKETS", "LiveRun", "as_number"]
+__all__ = ["TIME_BUCKETS", "SLOW_FACTOR", "LiveRun", "as_number", "slowest_id", "slowest_worker"]
 
 #: buckets for the series over run time (cumulative worker time, blocks per second): smooth
 #: curves, one point per look, that need far fewer points to draw truly
 TIME_BUCKETS = 384
+#: a worker whose compute per block is this many times the others' median is called out
+SLOW_FACTOR = 1.5
 
 
 def as_number(v: Any) -> float | None:
@@ -31,6 +34,36 @@ def as_number(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(f) else f
+
+
+def slowest_id(per_worker: dict):
+    """The worker whose compute per block is well above the others' (``SLOW_FACTOR`` × their
+    median), or None; only workers with a few blocks count."""
+    rates = {w: v["compute"] / v["blocks"] for w, v in per_worker.items()
+             if v["blocks"] >= 3 and np.isfinite(v["compute"])}
+    if len(rates) < 2:
+        return None
+    slow = max(rates, key=rates.get)
+    others = float(np.median([r for w, r in rates.items() if w != slow]))
+    if others <= 0 or rates[slow] < SLOW_FACTOR * others:
+        return None
+    return slow
+
+
+def slowest_worker(per_worker: dict) -> str:
+    """A sentence naming the straggler when one worker's compute per block is well above the others'.
+
+    ``per_worker`` maps worker id to ``{"blocks": n, "compute": seconds}``;
+    empty when no worker stands out (see :func:`slowest_id`).
+    """
+    slow = slowest_id(per_worker)
+    if slow is None:
+        return ""
+    mine = per_worker[slow]["compute"] / per_worker[slow]["blocks"]
+    others = float(np.median([v["compute"] / v["blocks"] for w, v in per_worker.items()
+                              if w != slow and v["blocks"] >= 3 and np.isfinite(v["compute"])]))
+    return (f"Slowest worker: {slow}, {format_seconds(mine)} of compute per block against "
+            f"{format_seconds(others)} for the others (median), {mine / others:.1f}× slower")
 
 
 def _recent_array(recent: Any) -> np.ndarray:
@@ -75,6 +108,7 @@ class LiveRun:
         self.trend = Trend()
         self.idle: dict[Any, PeakSeries] = {}
         self.compute: dict[Any, PeakSeries] = {}
+        self.per_worker: dict[Any, dict] = {}  # the last look's totals per worker
 
     def ingest(self, doc: dict) -> bool:
         """Take in one progress snapshot; False when it holds nothing new."""
@@ -95,6 +129,9 @@ class LiveRun:
             if not isinstance(w, dict) or w.get("worker_id") is None:
                 continue
             wid = w["worker_id"]
+            self.per_worker[wid] = {"blocks": int(as_number(w.get("blocks")) or 0),
+                                    "compute": as_number(w.get("compute_seconds")) or 0.0,
+                                    "idle": as_number(w.get("idle_seconds")) or 0.0}
             for series, key in ((self.idle, "idle_seconds"), (self.compute, "compute_seconds")):
                 v = as_number(w.get(key))
                 if v is not None:
@@ -137,4 +174,11 @@ class LiveRun:
             "idle": {wid: s.arrays() for wid, s in sorted(self.idle.items())},
             "compute": {wid: s.arrays() for wid, s in sorted(self.compute.items())},
             "measured": len(self.wall) > 0,
+            "rss_measured": len(self.rss) > 0,
+            "idle_measured": bool(self.idle),
+            "source": "live",
+            "per_worker": {wid: dict(v) for wid, v in self.per_worker.items()},
+            "slowest": slowest_worker(self.per_worker) if len(self.wall) else "",
+            "slowest_id": slowest_id(self.per_worker) if len(self.wall) else None,
+            "empty": "",
         }

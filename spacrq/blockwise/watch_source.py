@@ -267,6 +267,9 @@ class RunSource:
             start = self.runs[run_index].started_at or None
             if run_index + 1 < len(self.runs):
                 end = self.runs[run_index + 1].started_at or None
+            elif self.state() == "running":  # the last report's run, while a newer one goes
+                live_start = as_number((self.progress or {}).get("started_at"))
+                end = live_start if live_start and (start is None or live_start > start) else None
         elif isinstance(self.progress, dict):
             start = as_number(self.progress.get("started_at"))
         key = (start, end, len(self.runs), tuple(sorted((self._counts or {}).items())))

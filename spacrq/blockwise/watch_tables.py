@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from spacrq.blockwise.report import TaskReport, format_seconds
+from spacrq.blockwise.report_model import queue_note
 from spacrq.blockwise.watch_live import as_number
 
 __all__ = ["NOT_MEASURED", "BLOCK_MEASURES", "BLOCK_COLUMNS", "WORKER_COLUMNS",
@@ -25,6 +26,7 @@ BLOCK_MEASURES = (
     ("peak RSS", "peak_rss", "B"),
     ("IO read", "io_read", "B"),
     ("IO write", "io_write", "B"),
+    ("queued", "queued", "s"),
     ("overhead", "overhead", "s"),
 )
 BLOCK_COLUMNS = ("per block", "n", "mean", "std", "min", "max", "total")
@@ -52,12 +54,16 @@ def block_table(report: TaskReport) -> tuple[list[dict], str]:
     rows = []
     for label, attr, unit in BLOCK_MEASURES:
         stat = getattr(b, attr)
-        if not stat or (attr != "round_trip" and not b.has_stats):
+        if not stat or (attr not in ("round_trip", "queued") and not b.has_stats):
             continue
         rows.append({"key": attr, "cells": [label, f"{stat.n:,}",
                                             *stat.cells(unit, additive=attr != "peak_rss")]})
+    waited = queue_note(b)
     if b.has_stats:
-        return rows, ""
+        if b.overhead and not b.queued and report.workers.count:  # serial runs queue nothing
+            waited = ("queued was not measured for this run (an older spacrq, or dask): the "
+                      "overhead includes the time blocks waited in their worker")
+        return rows, waited[:1].upper() + waited[1:]
     if rows:
         return rows, NOT_MEASURED
     return rows, ("nothing was timed in this run (it ran serially without resource tracking); "

@@ -4,9 +4,16 @@ Started by the local executor as ``python -m spacrq.blockwise.worker IN OUT``
 where IN and OUT are pipe descriptors; stdout and stderr go to the worker's
 own log file.  The conversation is a handful of pickled tuples:
 
-    scheduler → worker   ("setup", {...})   ("run", [spatial ids])   ("stop",)
+    scheduler → worker   ("setup", {...})   ("run", [spatial ids], sent at)   ("stop",)
     worker → scheduler   ("ready", seconds) ("part", [results])
                      ("done", [results], batch seconds)  ("bye", final_wait)
+
+Each result carries the seconds the block spent *queued* in the worker: its
+batch waiting in the pipe while the worker ran the batch ahead of it (batches
+go two deep), the blocks ahead of it in its own batch, and its result held
+until the batch (or part) was sent back.  What is left of the round trip once
+queued and wall are taken out is spacrq's own cost: the worker's bookkeeping
+just before the block (measuring, the slot), the pipe and the scheduler.
 
 Blocks arrive in batches so that a fast block costs a few microseconds of
 messaging, not a round trip each.  Before each block the worker writes the
@@ -111,6 +118,11 @@ def _log(message: str) -> None:
     print(f"{stamp} {message}", flush=True)
 
 
+def _sent_now(results: list, now: float) -> list:
+    """The results with their queued time completed: each waited from its end until ``now``."""
+    return [(*r[:8], r[8] + now, r[9]) for r in results]
+
+
 def serve(conn_in: Channel, conn_out: Channel, started: float) -> int:
     kind, setup = conn_in.recv()
     if kind != "setup":
@@ -136,7 +148,10 @@ def serve(conn_in: Channel, conn_out: Channel, started: float) -> int:
     if tracking:
         from spacrq.blockwise.measure import BlockMeter
         meter = BlockMeter()
-    slot_fd = os.open(setup["slot"], os.O_RDWR)
+    # the scheduler hands the slot over open; a name is opened only without following links
+    slot_fd = setup.get("slot_fd")
+    if not isinstance(slot_fd, int):
+        slot_fd = os.open(setup["slot"], os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     slot = mmap.mmap(slot_fd, SLOT_SIZE)
     os.close(slot_fd)
     pack = struct.Struct(SLOT_FORMAT).pack_into
@@ -147,6 +162,7 @@ def serve(conn_in: Channel, conn_out: Channel, started: float) -> int:
     cpu_now = time.process_time
     last_end = perf()
     while True:
+        free_at = time.time()  # from now on a batch waiting in the pipe waits for nothing
         message = conn_in.recv()
         if message[0] == "stop":
             final_wait = perf() - last_end
@@ -156,6 +172,9 @@ def serve(conn_in: Channel, conn_out: Channel, started: float) -> int:
             break
         results = []
         batch_started = reported = perf()
+        # seconds the batch sat in the pipe behind the previous one (none if the worker was free)
+        in_pipe = max(0.0, free_at - message[2]) if len(message) > 2 else 0.0
+        arrived = batch_started - in_pipe
         for spatial_id in message[1]:
             block = grid.block(spatial_id, task_id)
             pack(slot, 0, spatial_id, time.time())
@@ -181,14 +200,20 @@ def serve(conn_in: Channel, conn_out: Channel, started: float) -> int:
                 wall = perf() - t0
                 cpu = cpu_now() - c0
                 peak = read = write = -1
-            results.append((spatial_id, error, wall, cpu, peak, read, write, t0 - last_end))
+            idle = t0 - last_end
+            # the worker's own bookkeeping before this block (or its wait for this very batch):
+            # spacrq's cost, not a wait behind other blocks, so it stays out of queued
+            own = t0 - max(last_end, arrived)
             last_end = t0 + wall
+            # queued: arrival to start less its own gap now, the end to sending back by _sent_now
+            results.append((spatial_id, error, wall, cpu, peak, read, write, idle,
+                            t0 - arrived - own - last_end, own))
             if last_end - reported > PART_SECONDS:
-                conn_out.send(("part", results))  # long batch: let the scheduler move on
+                conn_out.send(("part", _sent_now(results, perf())))  # long batch: let the scheduler move on
                 results = []
                 reported = last_end
         pack(slot, 0, IDLE, time.time())
-        conn_out.send(("done", results, perf() - batch_started))
+        conn_out.send(("done", _sent_now(results, perf()), perf() - batch_started))
     slot.close()
     return 0
 

@@ -333,6 +333,9 @@ class RunReportPane(QWidget):
             parts.append(f"{counts['in_flight']:,} in flight")
         if d.get("run_index") is not None and not d.get("live"):
             parts.append(f"run {d['run_index'] + 1}")
+        cluster = ((d.get("report") or {}).get("outcome") or {}).get("cluster")
+        if isinstance(cluster, str) and cluster:  # a dask run says which cluster ran it
+            parts.append("on " + cluster[:80].replace("&", "&amp;").replace("<", "&lt;"))
         heading = " · ".join(parts)
         if self.heading.text() != heading:
             self.heading.setText(heading)
@@ -347,12 +350,12 @@ class RunReportPane(QWidget):
         _show_note(self.worker_note, d["worker_note"])
         if self.text.toPlainText() != d["text"]:
             self.text.setPlainText(d["text"])
-        self.charts.show_charts(d.get("charts"))
+        self.charts.show_charts(d.get("charts"), d.get("charts_note") or "")
         detail_key = (d["key"], d.get("run_index"), d.get("live"))
         if detail_key != self._last_detail_key:  # a different run: open the tab that matters
             self._last_detail_key = detail_key
-            if self.tabs.currentIndex() in (0, 1):
-                self.tabs.setCurrentIndex(0 if d.get("live") else 1)
+            if self.tabs.currentIndex() in (0, 1):  # the charts when there are any, else the figures
+                self.tabs.setCurrentIndex(0 if d.get("live") or d.get("charts") else 1)
 
     def _show_gone(self) -> None:
         """The selected task's folder was removed (or an opened path closed): say so, show nothing stale."""

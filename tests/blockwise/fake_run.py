@@ -18,6 +18,8 @@ from spacrq.blockwise.report import (Stat, TaskReport, WorkerRecord, append_run,
 from spacrq.runfiles import write_progress
 
 RECENT = 2000
+#: seconds each fake block waited in its worker (of the 2 ms its round trip adds to its wall)
+QUEUED = 0.0005
 
 
 def create_tracking_arrays(group, shape, *, tracked: bool = True) -> None:
@@ -25,7 +27,8 @@ def create_tracking_arrays(group, shape, *, tracked: bool = True) -> None:
     group.create_array("done", shape=shape, dtype=bool, fill_value=False)
     group.create_array("failures", shape=shape, dtype=np.int32, fill_value=0)
     if tracked:
-        for name in ("wall_seconds", "cpu_seconds", "sent_at", "returned_at"):
+        for name in ("wall_seconds", "cpu_seconds", "sent_at", "returned_at", "queued_seconds",
+                     "idle_seconds"):
             group.create_array(name, shape=shape, dtype=np.float64, fill_value=np.nan)
         for name in ("peak_rss_bytes", "io_read_bytes", "io_write_bytes"):
             group.create_array(name, shape=shape, dtype=np.int64, fill_value=-1)
@@ -106,7 +109,8 @@ class FakeRun:
                     for name, v in (("wall_seconds", wall), ("cpu_seconds", wall * 0.9),
                                     ("peak_rss_bytes", rss), ("io_read_bytes", 4096),
                                     ("io_write_bytes", 2048), ("worker_id", w),
-                                    ("sent_at", now - wall - 0.002), ("returned_at", now + 1e-6 * i)):
+                                    ("sent_at", now - wall - 0.002), ("returned_at", now + 1e-6 * i),
+                                    ("queued_seconds", QUEUED + 1e-6 * i), ("idle_seconds", 0.001)):
                         self.group[name][coord] = v
         self.recent = self.recent[-RECENT:]
         self.publish(state)
@@ -133,7 +137,8 @@ class FakeRun:
             wall=walls, cpu=None if walls is None else walls * 0.9,
             peak_rss=np.array(self.rss) if self.tracked else None,
             io_read=np.full(self.seq, 4096) if self.tracked else None,
-            io_write=np.full(self.seq, 2048) if self.tracked else None)
+            io_write=np.full(self.seq, 2048) if self.tracked else None,
+            queued=np.full(self.seq, QUEUED) if self.workers else None)
         mine = np.array(self.worker_of)
         records = [WorkerRecord(w, startup=0.2, blocks_ok=self.blocks[w],
                                 idle=Stat.of(np.full(self.blocks[w], 0.001)),

@@ -189,7 +189,8 @@ def test_unmeasured_run_shows_no_table_of_zeros(workspace):
     watcher = ReportWatcher(workspace.runs)
     snap = watcher.poll({"selected": str((workspace.runs / "plain").resolve())})
     detail = snap["detail"]
-    assert [r["cells"][0] for r in detail["block_rows"]] == ["round trip"]
+    # the scheduler's round trip and the worker's queue wait need no resource tracking
+    assert [r["cells"][0] for r in detail["block_rows"]] == ["round trip", "queued"]
     assert detail["block_note"] == NOT_MEASURED
     assert detail["block_rows"][0]["cells"][2] == "12.0 ms"  # the measured round trip, not a zero
 

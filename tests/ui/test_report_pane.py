@@ -50,7 +50,8 @@ def test_finished_run_shows_block_and_worker_tables_and_copyable_text(workspace,
     pane.select(_key(workspace, "threshold"))
     qtbot.waitUntil(lambda: pane.worker_model.rowCount() == 3, timeout=WAIT)
     labels = [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())]
-    assert labels == ["round trip", "wall", "CPU", "peak RSS", "IO read", "IO write", "overhead"]
+    assert labels == ["round trip", "wall", "CPU", "peak RSS", "IO read", "IO write", "queued",
+                      "overhead"]
     assert not pane.block_note.isVisibleTo(pane)
     assert [pane.worker_model.cells(r)[0] for r in range(3)] == ["0", "1", "2"]
     assert "failed" in pane.heading.text() and "2 failed" in pane.heading.text()
@@ -122,7 +123,8 @@ def test_unmeasured_run_says_so_instead_of_a_table_of_zeros(workspace, make_pane
     pane.select(_key(workspace, "plain"))
     qtbot.waitUntil(lambda: pane.block_note.text() == NOT_MEASURED, timeout=WAIT)
     assert pane.block_note.isVisibleTo(pane)
-    assert [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())] == ["round trip"]
+    labels = [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())]
+    assert labels == ["round trip", "queued"]  # both measured without resource tracking
 
 
 def test_serial_unmeasured_run_shows_no_tables_at_all(workspace, make_pane, qtbot):
