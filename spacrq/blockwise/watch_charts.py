@@ -97,12 +97,14 @@ def _arrays(store_dir: Path) -> dict:
 
 
 def store_charts(store_dir: str | Path, start: float | None = None, end: float | None = None, *,
-                 capacity: int = CHART_BUCKETS, arrays: dict | None = None) -> dict:
+                 capacity: int = CHART_BUCKETS, arrays: dict | None = None,
+                 pace: bool = True) -> dict:
     """The chart series of the run that returned its blocks between ``start`` and ``end``.
 
     ``start``/``end`` are epoch seconds (None: open ended); run time is
     counted from ``start`` (else from the first block sent).  ``arrays``
-    lets a caller that already read the store pass its arrays.
+    lets a caller that already read the store pass its arrays.  ``pace=False``
+    (a command with no window to share the interpreter with) never rests.
 
     :returns: the snapshot :meth:`LiveRun.snapshot` returns, plus ``per_worker``
         (blocks, compute and idle seconds per worker: the charts' last points),
@@ -110,7 +112,7 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
         ``empty`` (why there is nothing to chart, or "").
     :raises RunFileError: the store cannot be read; one sentence with the fix.
     """
-    breathe = _Breather()
+    breathe = _Breather() if pace else (lambda: None)
     a = arrays if arrays is not None else _arrays(Path(store_dir))
     breathe()
     out = {"source": "store", "version": ("store", start, end), "run_id": ("store", start),

@@ -30,12 +30,12 @@ EXPERIMENT_MODULES = ("experiment",)
 
 @dataclass
 class BlockwisePart:
-    """A blockwise job's run: its panel, its figures, the columns its charts are drawn from."""
+    """A blockwise job's run: its panel, its figures, the series its charts are drawn from."""
 
     store: str
     panel: str = ""
     headline: str = ""
-    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    series: dict[str, Any] = field(default_factory=dict)
     problem: str = ""
 
 
@@ -99,7 +99,8 @@ def _resolved_settings(job: Job, queue_dir: Path) -> tuple[dict[str, Any], Path]
 
 def _blockwise_part(job: Job, queue_dir: Path) -> BlockwisePart:
     from spacrq.blockwise import spec as bw_spec
-    from spacrq.blockwise.report_store import block_columns, report_from_store
+    from spacrq.blockwise.report_store import report_from_store
+    from spacrq.blockwise.watch_charts import store_charts
     try:
         settings, base = _resolved_settings(job, queue_dir)
         store = bw_spec.tracking_folder({**bw_spec.DEFAULTS, **settings}, base)
@@ -109,11 +110,14 @@ def _blockwise_part(job: Job, queue_dir: Path) -> BlockwisePart:
     if not store.is_dir():
         part.problem = f"its tracking store {store} does not exist (the job never got that far)"
         return part
+    start, end = parse_iso(job.started), parse_iso(job.finished)
     try:
         report = report_from_store(store)
         part.panel = report.render()
         part.headline = report.headline()
-        part.columns = block_columns(store)
+        # the charts of this job's run: the blocks that returned while it ran
+        part.series = store_charts(store, start.timestamp() - 1.0 if start else None,
+                                   end.timestamp() + 1.0 if end else None, pace=False)
     except Exception as exc:  # a damaged store is described, never fatal
         part.problem = f"its tracking store {store} could not be read: {exc}"
     return part
@@ -236,9 +240,9 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
         ran = job.status not in (STATUS_PENDING, STATUS_NOT_RUN, STATUS_SKIPPED)
         if ran and job.module in BLOCKWISE_MODULES:
             facts.blockwise = _blockwise_part(job, path.parent)
-            rss = facts.blockwise.columns.get("peak_rss_bytes")
-            if rss is not None and rss.size and (rss >= 0).any():
-                facts.peak_rss_bytes = int(rss.max())
+            rss = facts.blockwise.series.get("rss")
+            if facts.blockwise.series.get("rss_measured") and rss is not None and len(rss[1]):
+                facts.peak_rss_bytes = int(np.nanmax(rss[1]))
         elif ran and job.module in EXPERIMENT_MODULES:
             facts.experiment = _experiment_part(job, path.parent)
         if facts.peak_rss_bytes is None:

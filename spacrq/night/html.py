@@ -214,8 +214,8 @@ def _blockwise(night: Night) -> Iterable[str]:
             yield f'<p class="problem">This run could not be fully read: {escape(bw.problem)}</p>'
         if bw.panel:
             yield f"<pre>{escape(bw.panel)}</pre>"
-        if bw.columns:
-            for n, chart in enumerate(block_charts(bw.columns)):
+        if bw.series:
+            for n, chart in enumerate(block_charts(bw.series)):
                 yield svg.render(chart, f"b{f.index}-{n}")
         yield "</div>"
 

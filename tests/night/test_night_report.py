@@ -106,17 +106,18 @@ def test_the_report_tells_the_night_in_the_operators_order(night):
 def test_every_blockwise_chart_has_curves_and_the_experiment_its_plot(night):
     facts = gather(night, with_machine=False)
     smooth = next(f for f in facts.jobs if f.job.id == "smooth")
-    assert smooth.blockwise.problem == "" and smooth.blockwise.columns["done"].all()
+    assert smooth.blockwise.problem == "" and smooth.blockwise.series["blocks"] == 16
     page = report_html(night, written_at=WRITTEN)
     blockwise = page.split("<h2>Blockwise runs</h2>")[1].split("<h2>")[0]
     figures = re.findall(r'<figure class="chart[^"]*">.*?</figure>', blockwise)
     assert len(figures) == 4
     assert all("empty" not in f.split(">")[0] for f in figures), figures
-    workers = sorted(set(smooth.blockwise.columns["worker_id"].tolist()))
+    workers = sorted(smooth.blockwise.series["per_worker"])
+    assert workers
     for worker in workers:  # each worker that did blocks has its compute and its idle line
         assert f"worker {worker} compute" in blockwise and f"worker {worker} idle" in blockwise
     points = [len(p.split()) for p in re.findall(r'points="([^"]+)"', figures[0])]
-    assert sum(points) == 16 * 2                              # 16 blocks, compute and idle
+    assert sum(points) == (16 + len(workers)) * 2   # each block (and 0 first), compute and idle
     experiment = page.split("<h2>Experiments</h2>")[1].split("<h2>")[0]
     assert "<svg" in experiment and "setpoint" in experiment
 
