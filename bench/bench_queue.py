@@ -12,8 +12,12 @@ For each queue size N it times, wall clock, in one run:
   jobs, timed by the runner itself from taking the queue's lock to writing its
   final state (``runner.json`` ``started_at`` → ``finished_at``), so the
   interpreter's start-up — a fixed cost of ~0.2–1 s, not a per-job one — is
-  left out (it is printed separately).  Every transition is durable (fsync'd
-  journal), each job gets its own log file and process group;
+  left out (it is printed separately).  Every transition is durable, each job
+  gets its own log file, process group and exit record (written by the run's
+  supervisor process), in both persistence modes, each forced at both sizes:
+  ``file`` (the queue file replaced, fsync'd, at every job: the default up to
+  500 jobs) and ``journal`` (one fsync'd journal line per job, the file at
+  checkpoints: the default above);
 * ``tsp``     — Debian's task-spooler (``/usr/bin/tsp``, private
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
   last, the same way an operator uses it.
@@ -59,19 +63,33 @@ def time_bare(n: int) -> float:
     return time.perf_counter() - t0
 
 
-def time_spacrq(n: int, folder: Path) -> tuple[float, float]:
-    """(seconds inside the runner, seconds of the whole command)."""
+MODES = {"file": str(10 ** 9), "journal": "0"}  # SPACRQ_QUEUE_DIRECT_MAX_JOBS forcing each
+
+
+def time_spacrq(n: int, folder: Path, mode: str = "file") -> tuple[float, float, float]:
+    """(seconds inside the runner, seconds of the whole command, seconds per job).
+
+    Per job is the jobs' own span, the second job's start to the last job's end
+    (as the queue file records them), over N - 1: every per-job cost — the
+    durable writes, the supervisor round trip, the log, the exit record — and
+    none of the run's fixed ones (interpreter, lock, load, check, the job
+    supervisor's start, which the first job waits for, the last write).
+    """
     path = _queue_file(folder, n)
+    env = dict(os.environ, SPACRQ_QUEUE_DIRECT_MAX_JOBS=MODES[mode])
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     elapsed = time.perf_counter() - t0
-    statuses = {j.status for j in load_queue(path).jobs}
+    jobs = load_queue(path).jobs
+    statuses = {j.status for j in jobs}
     assert statuses <= {"success"}, statuses
     state = runner_state(path)
     inside = (datetime.fromisoformat(state["finished_at"])
               - datetime.fromisoformat(state["started_at"])).total_seconds()
-    return inside, elapsed
+    span = ((datetime.fromisoformat(jobs[-1].finished) - datetime.fromisoformat(jobs[1].started))
+            .total_seconds() / (n - 1)) if n > 1 else 0.0
+    return inside, elapsed, span
 
 
 def time_tsp(n: int, folder: Path) -> float:
@@ -111,36 +129,48 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         empty = [time_spacrq(0, folder) for _ in range(args.repeat)]
         startup = statistics.median(t[1] - t[0] for t in empty)
+        # The fixed cost of a run with one job (lock, load, check, starting the job supervisor,
+        # first and last write), printed; the per-job figures leave it out, as tsp's server
+        # start is left out of tsp's.
+        one = {mode: statistics.median(time_spacrq(1, folder, mode)[0] - time_bare(1)
+                                       for _ in range(args.repeat)) for mode in MODES}
         fixed = statistics.median(t[0] for t in empty)
         tsp_startup = statistics.median(time_tsp(0, folder) for _ in range(args.repeat)) \
             if have_tsp else float("nan")
-        # Rounds interleave the sizes so a change in machine load hits all of them alike;
-        # a large queue runs once, in the middle round.
-        samples: dict[int, list[tuple[float, float, float]]] = {n: [] for n in args.sizes}
+        # Rounds interleave the sizes and modes so a change in machine load hits all of them
+        # alike; a large queue runs once, in the middle round.
+        samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in args.sizes}
         for r in range(args.repeat):
             for n in args.sizes:
                 if n > 200 and r != args.repeat // 2:
                     continue
                 tsp = (time_tsp(n, folder) - tsp_startup) / n if have_tsp else float("nan")
-                samples[n].append((time_bare(n) / n, time_spacrq(n, folder)[0] / n, tsp))
+                samples[n].append((time_bare(n) / n, time_spacrq(n, folder, "file")[2],
+                                   time_spacrq(n, folder, "journal")[2], tsp))
         for n, got in samples.items():
-            rows[n] = tuple(statistics.median(s[i] for s in got) for i in range(3))
+            rows[n] = tuple(statistics.median(s[i] for s in got) for i in range(4))
         lvp = time_load_validate_plan(folder)
     ms = 1000.0
     print(f"no-op command jobs, wall clock per job (ms); load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores; left out: spacrq interpreter start-up "
-          f"{startup * ms:.0f} ms, tsp server start {tsp_startup * ms:.0f} ms; kept in: the "
-          f"runner's fixed cost per run (lock, load, check, final write) {fixed * ms:.0f} ms")
-    print(f"{'jobs':>6} {'bare':>8} {'spacrq':>8} {'tsp':>8} {'spacrq-bare':>12} "
-          f"{'tsp-bare':>9} {'spacrq/tsp':>11}")
-    for n, (bare, ours, tsp) in rows.items():
-        print(f"{n:>6} {bare * ms:8.2f} {ours * ms:8.2f} {tsp * ms:8.2f} {(ours - bare) * ms:12.2f} "
-              f"{(tsp - bare) * ms:9.2f} {ours / tsp:11.2f}")
+          f"{startup * ms:.0f} ms, tsp server start {tsp_startup * ms:.0f} ms, spacrq's fixed "
+          f"cost of a run with jobs (lock, load, check, supervisor start, first and last write: "
+          f"file {one['file'] * ms:.0f} ms, journal {one['journal'] * ms:.0f} ms; of an empty "
+          f"run {fixed * ms:.0f} ms); spacrq per job = 2nd job's start to last job's end / (N - 1)")
+    print(f"{'jobs':>6} {'bare':>7} {'file':>7} {'journal':>8} {'tsp':>7} {'file-bare':>10} "
+          f"{'jrnl-bare':>10} {'tsp-bare':>9} {'file/tsp':>9} {'jrnl/tsp':>9}")
+    for n, (bare, ours, jrnl, tsp) in rows.items():
+        print(f"{n:>6} {bare * ms:7.2f} {ours * ms:7.2f} {jrnl * ms:8.2f} {tsp * ms:7.2f} "
+              f"{(ours - bare) * ms:10.2f} {(jrnl - bare) * ms:10.2f} {(tsp - bare) * ms:9.2f} "
+              f"{ours / tsp:9.2f} {jrnl / tsp:9.2f}")
     if len(rows) >= 2:
         small, large = min(rows), max(rows)
-        flat = (rows[large][1] - rows[large][0]) / max(1e-9, rows[small][1] - rows[small][0])
-        print(f"flatness: spacrq overhead per job at {large} jobs / at {small} jobs = {flat:.2f} "
-              "(target <= 1.5)")
+        for col, mode in ((1, "file"), (2, "journal")):
+            flat = (rows[large][col] - rows[large][0]) / max(1e-9, rows[small][col] - rows[small][0])
+            print(f"flatness ({mode}): overhead per job at {large} jobs / at {small} jobs = "
+                  f"{flat:.2f} (target <= 1.5)")
+    print(f"targets: at {min(rows)} jobs, file mode (every transition durable, the file "
+          "current) <= tsp per job")
     load, validate, planned = lvp
     print(f"2000-job queue: load {load * ms:.0f} ms, validate {validate * ms:.0f} ms, plan "
           f"{planned * ms:.0f} ms, total {(load + validate + planned) * ms:.0f} ms (target < 1000)")

@@ -19,15 +19,28 @@ from spacrq.problems import format_problems
 from spacrq.queue.engine import _UNSET
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
                                 QueueError, fmt_duration)
+from spacrq.queue.locks import runner_holds
+from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
-from spacrq.queue.store import load_queue, logs_dir, save_queue
+from spacrq.queue.store import edit_queue, logs_dir, open_queue
 from spacrq.queue.validate import plan, validate_queue
 
 
 def _load(path: str) -> Queue:
+    """The queue, its journal folded in after a crash; what was skipped is said on stderr."""
     try:
-        return load_queue(path)
+        queue = open_queue(path)
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+    for warning in queue.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return queue
+
+
+def _edit(path: str, change, create: Queue | None = None) -> Queue:
+    try:
+        return edit_queue(path, change, create=create)
     except QueueError as exc:
         raise CliError(str(exc)) from None
 
@@ -52,14 +65,14 @@ def _positive(kind: type, what: str):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    """Add one job, under the queue's edit lock: two adds at once both land.
+
+    A queue being run takes the job too: the runner reads it in at its next
+    transition and runs it after the jobs already queued.
+    """
     path = args.file
-    if Path(path).exists():
-        queue = _load(path)
-        _refuse_if_running(path, "be edited")
-    else:
-        if not Path(path).parent.is_dir():
-            raise CliError(f"folder {Path(path).parent} does not exist; create it first")
-        queue = Queue(name=Path(path).name.split(".")[0] or "queue")
+    if not Path(path).exists() and not Path(path).parent.is_dir():
+        raise CliError(f"folder {Path(path).parent} does not exist; create it first")
     env = {}
     for item in args.env:
         key, sep, value = item.partition("=")
@@ -83,12 +96,18 @@ def cmd_add(args: argparse.Namespace) -> int:
     job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
               overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
               retries=args.retries or 0, env=env, cwd=cwd)
-    try:
+    held = []
+
+    def add(queue: Queue) -> None:
         queue.add(job)
-        save_queue(queue, path)
-    except QueueError as exc:
-        raise CliError(str(exc)) from None
-    print(f"added {job.id} ({job.label}) to {path}; {len(queue)} job(s) queued")
+        held.append(runner_holds(logs_dir(path)))
+
+    queue = _edit(path, add, create=Queue(name=Path(path).name.split(".")[0] or "queue"))
+    for warning in queue.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    tail = ("; the queue is running: its runner takes the job in and runs it after the jobs "
+            "already queued") if held and held[0] else ""
+    print(f"added {job.id} ({job.label}) to {path}; {len(queue)} job(s) queued{tail}")
     return 0
 
 
@@ -112,21 +131,37 @@ def _apply_run_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _check_before_detaching(path: str, queue: Queue, resume: bool, retry_failed: bool) -> None:
+    """What the background runner would refuse, refused here: exit 2, nothing started."""
+    if resume or retry_failed:
+        prepare_resume(queue, retry_failed)
+    problems = validate_queue(queue)
+    errors = [p for p in problems if p.is_error]
+    if errors:
+        raise CliError(f"refusing to start: {len(errors)} problem(s) must be fixed first, all "
+                       "listed here so they can be fixed in one pass; nothing was started\n  "
+                       + format_problems(problems, title="queue check").replace("\n", "\n  "))
+
+
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
-    queue = _load(path)
+    _load(path)  # one sentence now for a file that cannot be run (and a dead runner's journal folded)
     options = _apply_run_options(args)
     if args.notify:
         _refuse_if_running(path, "be changed")
-        queue.notify_command = list(args.notify)
-        save_queue(queue, path)
+
+        def set_notify(q: Queue) -> None:
+            q.notify_command = list(args.notify)
+        _edit(path, set_notify)
     if args.detach:
         _refuse_if_running(path, "be started again")
+        _check_before_detaching(path, _load(path), resume, retry_failed)
         if options:
-            queue.on_error = options.get("on_error", queue.on_error)
-            queue.max_consecutive_failures = options.get("max_consecutive_failures",
-                                                         queue.max_consecutive_failures)
-            save_queue(queue, path)
+            def set_options(q: Queue) -> None:
+                q.on_error = options.get("on_error", q.on_error)
+                q.max_consecutive_failures = options.get("max_consecutive_failures",
+                                                         q.max_consecutive_failures)
+            _edit(path, set_options)
         try:
             ref = start_runner(path, resume=resume, retry_failed=retry_failed)
         except QueueError as exc:

@@ -1,9 +1,12 @@
 """The operator's requests to a running queue, read cheaply between and during jobs.
 
-Requests travel through ``<stem>_logs/control.json`` (``{"stop":
+Requests travel through ``control.json`` in the queue's own logs folder (``{"stop":
 "after_job" | "abort" | null}``), written by ``spacrq queue stop`` or the
 window.  The runner looks at it between jobs and several times a second while
-a job runs, so the look costs one ``stat`` unless the file changed.  A SIGTERM
+a job runs, so the look costs one ``stat`` unless the file changed.  A control
+file that cannot be read (binary, not UTF-8, a list, ``null``, huge) means
+"nothing asked"; ``report`` is told why once per change (the runner's log).
+A SIGTERM
 to the runner itself (a shutdown, ``kill``) is treated as an abort: the job
 is stopped safely rather than orphaned.
 """
@@ -11,16 +14,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
-from spacrq.runfiles import CONTROL_FILE, asked
+from spacrq.runfiles import CONTROL_FILE, asked, control_problem
 
 STOP_AFTER_JOB = "after_job"
 ABORT = "abort"
 
 
 class Control:
-    def __init__(self, run_dir: str | os.PathLike | None) -> None:
+    def __init__(self, run_dir: str | os.PathLike | None,
+                 report: Callable[[str], None] | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir else None
+        self.report = report
         self._seen: tuple[int, int, int] | None = None
         self._request: str | None = None
         self.signalled: str | None = None
@@ -41,6 +47,9 @@ class Control:
             self._seen = key
             value = asked(self.run_dir).get("stop")
             self._request = value if value in (STOP_AFTER_JOB, ABORT) else None
+            problem = control_problem(self.run_dir) if not value else None
+            if problem and self.report is not None:
+                self.report(f"{problem}; taken as nothing asked")
         return self._request
 
     def abort_requested(self) -> bool:

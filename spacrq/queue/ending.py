@@ -40,7 +40,9 @@ def notify(queue: Queue, result: QueueResult) -> str:
         return ""
     env = dict(os.environ, SPACRQ_QUEUE_NAME=queue.name, SPACRQ_QUEUE_FILE=result.path,
                SPACRQ_QUEUE_STATE=result.state, SPACRQ_QUEUE_OK="1" if result.ok else "0",
-               SPACRQ_QUEUE_SUMMARY=f"{queue.name}: {result.headline()}")
+               SPACRQ_QUEUE_SUMMARY=f"{queue.name}: {result.headline()}"
+               + (f"; {result.save_problem}" if result.save_problem else ""),
+               SPACRQ_QUEUE_SAVE_FAILED="1" if result.save_problem else "0")
     try:
         proc = subprocess.Popen(list(queue.notify_command), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,

@@ -13,44 +13,47 @@ The rules a night nobody watches depends on:
 * ``on_error="stop"`` halts at the first failure; ``continue`` runs what does
   not depend on it, until ``max_consecutive_failures`` in a row says the
   problem is systematic (a missing share) rather than twelve accidents.
-* Each transition is one journal line, durable before the next job starts
-  (see :mod:`spacrq.queue.store`), so a crash or reboot loses nothing and
-  :func:`resume_queue` carries on.
+* Each transition is on disk before the next job starts (the file itself for
+  a small queue, its journal for a large one: :mod:`spacrq.queue.persist`),
+  so a crash or reboot loses nothing and :func:`resume_queue` carries on; a
+  save that fails never ends the night (the state stays in memory and is
+  written at the next save that succeeds).
+* Jobs run under a supervisor process that outlives the runner
+  (:mod:`spacrq.queue.supervise`), so a job that ends while its runner is
+  dead is recorded by the next runner, never run twice (:mod:`spacrq.queue.adopt`).
 """
 from __future__ import annotations
 
 import os
 import socket
 import sys
-import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 from spacrq.modules import ModuleError
 from spacrq.problems import format_problems
 from spacrq.procs import ProcessRef
+from spacrq.queue import adopt
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
-from spacrq.queue.jobproc import JobCancelled, JobTimeout, ProcessRunner
+from spacrq.queue.ending import notify, queue_ledger
+from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobTimeout, ProcessRunner,
+                                  Supervisor, SupervisorLost, grace_seconds)
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
+from spacrq.queue.persist import CHECKPOINT_MIN_LINES, CHECKPOINT_SECONDS, QueueWriter
 from spacrq.queue.settings import SettingsError
-from spacrq.queue.ending import notify, queue_ledger
 from spacrq.queue.stamps import collect, snapshot
-from spacrq.queue.store import Journal, logs_dir
+from spacrq.queue.store import logs_dir
 from spacrq.queue.summary import Progress, QueueResult, classify_failure
 from spacrq.queue.validate import Modules, resolve_job_settings, validate_queue
-from spacrq.runfiles import clear, write_json
+from spacrq.runfiles import RunFileError, clear, write_json
 
 CANCELLED = "cancelled safely; run this job again to resume"
-#: The queue file is rewritten after this many seconds with transitions pending…
-CHECKPOINT_SECONDS = 60.0
-#: …or once the journal holds four lines per job of the queue (a job writes
-#: about three), and at least this many: a rewrite costs O(jobs), so it is
-#: paid once per O(jobs) lines and the cost per job stays flat however long
-#: the queue, while replaying the journal never costs more than reading the file.
-CHECKPOINT_MIN_LINES = 256
+INTERRUPTED = "interrupted by the user"
 _UNSET: Any = object()
+__all__ = ["run_queue", "CANCELLED", "INTERRUPTED", "CHECKPOINT_SECONDS", "CHECKPOINT_MIN_LINES"]
 
 Runner = Callable[[Job, str, str], int]
 
@@ -63,6 +66,11 @@ def _safe(fn: Callable[..., Any] | None, *args: Any) -> None:
         fn(*args)
     except Exception as exc:  # noqa: BLE001 — reported, the night goes on
         print(f"spacrq: a progress callback raised {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _report(text: str) -> None:
+    """The runner's own log is its stderr (``runner.log`` when it runs detached)."""
+    print(f"spacrq: {text}", file=sys.stderr, flush=True)
 
 
 def _blocker(job: Job, by_id: dict[str, Job]) -> Job | None:
@@ -86,46 +94,56 @@ class _Run:
 
     def __init__(self, queue: Queue, path: str | None, log_root: Path, runner: Runner | None,
                  control: Control, on_progress: Callable | None, stop_flag: Callable | None,
-                 durable: bool, heartbeat: Callable[[], None] | None,
-                 modules: Modules) -> None:
+                 durable: bool, heartbeat: Callable[[], None] | None, modules: Modules,
+                 mode: str | None, loaded_key: tuple | None,
+                 supervisor: Supervisor | None = None) -> None:
         self.queue, self.path, self.log_root = queue, path, log_root
         self.control, self.on_progress, self.stop_flag = control, on_progress, stop_flag
-        self.modules = modules
-        self.journal = Journal(queue, path, durable=durable) if path else None
+        self.modules, self.heartbeat = modules, heartbeat
+        self.writer = (QueueWriter(queue, path, durable=durable, mode=mode,
+                                   loaded_key=loaded_key) if path else None)
         self.injected = runner
         self.processes = ProcessRunner(control=control, on_spawn=self._spawned,
-                                       heartbeat=heartbeat)
+                                       heartbeat=heartbeat,
+                                       supervisor=supervisor or Supervisor())
+        if runner is None and any(j.status != STATUS_SUCCESS for j in queue.jobs):
+            self.processes.supervisor.warm()
         self.total = len(queue.jobs)
         self.by_id = {job.id: job for job in queue.jobs}
         self.width = max(2, len(str(self.total)))
         self.consecutive = 0
         self.stopped = ""
         self.state = "finished"
-        self.last_checkpoint = time.monotonic()
-        self.checkpoint_seq = self.journal.seq if self.journal is not None else 0
         self.ran_with = {"host": socket.gethostname(), "python": sys.executable,
                          "runner_pid": os.getpid()}
 
     # -- persistence -----------------------------------------------------------
-    def persist(self, job: Job, *fields: str, sync: bool = True) -> None:
-        if self.journal is not None:
-            self.journal.job(job, fields, sync)
+    def persist(self, job: Job, *fields: str, sync: bool = False) -> None:
+        if self.writer is not None:
+            self.writer.touch(job, fields, sync)
 
-    def maybe_checkpoint(self) -> None:
-        if self.journal is None:
+    def commit(self) -> None:
+        """Everything so far on disk (before a job starts, and at the end)."""
+        if self.writer is None:
             return
-        if self.stopped:  # nothing may wait for the next job's line: there is none
-            self.journal.flush()
-        lines = self.journal.seq - self.checkpoint_seq
-        if lines >= max(CHECKPOINT_MIN_LINES, 4 * self.total) or (
-                lines and time.monotonic() - self.last_checkpoint > CHECKPOINT_SECONDS):
-            self.journal.checkpoint()
-            self.last_checkpoint = time.monotonic()
-            self.checkpoint_seq = self.journal.seq
+        problem = self.writer.problem
+        added = self.writer.commit()
+        if added:
+            self.total = len(self.queue.jobs)
+            self.by_id.update((job.id, job) for job in added)
+        if self.writer.problem and self.writer.problem != problem:
+            self.queue_note(f"could not save the queue file ({self.writer.problem}); the run "
+                            "goes on and saves it at the next chance")
+
+    def queue_note(self, text: str) -> None:
+        """A line in the log of the job at hand, if any (saving problems go there too)."""
+        job = next((j for j in self.queue.jobs if j.status == STATUS_RUNNING and j.log_path), None)
+        if job is not None:
+            adopt.note(job, f"# spacrq: {text}")
 
     def _spawned(self, job: Job, ref: ProcessRef) -> None:
         job.process = ref.to_dict()
-        self.persist(job, "process", sync=False)
+        self.persist(job, "process")
 
     def progress(self, event: str, job: Job | None, i: int, message: str = "") -> None:
         _safe(self.on_progress, Progress(event, job.id if job else "", i, self.total,
@@ -133,17 +151,17 @@ class _Run:
 
     # -- one job -----------------------------------------------------------------
     def finish(self, job: Job, status: str, error: str = "", kind: str = "",
-               code: int | None = None) -> None:
+               code: int | None = None, finished: str = "") -> None:
         job.status, job.error, job.failure_kind, job.exit_code = status, error, kind, code
-        job.finished = now_iso()
+        job.finished = finished or now_iso()
         job.process = None
         self.persist(job, "status", "error", "failure_kind", "exit_code", "finished",
-                     "process", "run_status", "attempts", sync=False)
+                     "process", "run_status", "attempts")
 
     def fail_early(self, job: Job, i: int, kind: str, message: str) -> None:
         job.started = now_iso()
         self.finish(job, STATUS_FAILED, message, kind, 2)
-        self.persist(job, "started", sync=False)
+        self.persist(job, "started")
         self.after_failure(job)
         self.progress("job_finished", job, i, job.error)
 
@@ -156,24 +174,39 @@ class _Run:
         elif limit and self.consecutive >= limit:
             self.stopped = _systematic(self.consecutive)
 
-    def run_job(self, i: int, job: Job) -> None:
-        """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
+    def prepare(self, i: int, job: Job) -> tuple | None:
+        """``(spec, settings, settings_path)``, or None when the job ended before it ran."""
         if self._unsafe_id(job) or self._skipped(i, job):
-            return
+            return None
         try:
             spec = self.modules.spec(job.module)
             if spec is None:
                 raise SettingsError(f"unknown module {job.module!r}")
             settings = resolve_job_settings(job, self.modules)
         except (SettingsError, ModuleError) as exc:
-            return self.fail_early(job, i, "ConfigurationError", str(exc))
+            self.fail_early(job, i, "ConfigurationError", str(exc))
+            return None
         late = [p for p in spec.check(settings) if p.is_error]  # deferred inputs, checked now
         if late:
-            return self.fail_early(job, i, "ConfigurationError",
-                                   "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
+            self.fail_early(job, i, "ConfigurationError",
+                            "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
+            return None
         settings_path = str(self.log_root / f"{job.id}.settings.json")
         if spec.name != "command" or self.injected is not None:
-            write_json(settings_path, settings, durable=False)
+            try:
+                write_json(settings_path, settings, durable=False)
+            except (OSError, RunFileError) as exc:
+                self.fail_early(job, i, "SaveError", f"could not write its settings file "
+                                f"{settings_path} ({getattr(exc, 'strerror', None) or exc})")
+                return None
+        return spec, settings, settings_path
+
+    def run_job(self, i: int, job: Job) -> None:
+        """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
+        ready = self.prepare(i, job)
+        if ready is None:
+            return
+        spec, settings, settings_path = ready
         job.log_path = str(self.log_root / f"{i:0{self.width}d}_{job.id}.log")
         job.attempts, job.run_status = 0, None
         folders = spec.output_folders(settings)
@@ -181,15 +214,10 @@ class _Run:
         while True:
             self._started(i, job)
             try:
-                if self.injected is not None:
-                    code = int(self.injected(job, settings_path, job.log_path))
-                else:
-                    code = self.processes.run(job, spec, settings, settings_path, job.log_path)
-                kind = message = ""
+                code, kind, message = self._attempt(job, spec, settings, settings_path,
+                                                    before, folders)
             except JobCancelled:
                 return self._cancelled(i, job)
-            except JobTimeout as exc:
-                code, kind, message = -1, "Timeout", str(exc)
             if code == 0:
                 return self._succeeded(i, job, collect(folders, before) if folders else None)
             if not kind:
@@ -198,11 +226,36 @@ class _Run:
                 self._retrying(job, kind, message)
                 continue
             job.run_status = collect(folders, before) if folders else None
-            self.finish(job, STATUS_FAILED, f"{message} (exit code {code}; log {job.log_path})",
-                        kind, code)
-            self.after_failure(job)
-            self.progress("job_finished", job, i, job.error)
-            return
+            return self._failed(i, job, code, kind, message)
+
+    def _attempt(self, job: Job, spec: Any, settings: dict, settings_path: str,
+                 before: dict, folders: list) -> tuple[int, str, str]:
+        """One attempt: ``(exit code, kind, message)`` (kind '' = read it from the log)."""
+        try:
+            if self.injected is not None:
+                return int(self.injected(job, settings_path, job.log_path)), "", ""
+            return self.processes.run(job, spec, settings, settings_path, job.log_path,
+                                      before=before, folders=folders), "", ""
+        except (JobCancelled, KeyboardInterrupt):
+            raise
+        except JobTimeout as exc:
+            return -1, "Timeout", str(exc)
+        except JobNotStarted as exc:
+            return 127, "NotStarted", str(exc)
+        except SupervisorLost as exc:
+            adopt.note(job, f"# spacrq: {exc}; the outcome of this attempt is unknown")
+            return -1, "SupervisorLost", f"{exc}; the outcome of this attempt is unknown"
+        except Exception as exc:  # noqa: BLE001 — an in-process runner that raised: job failed
+            adopt.note(job, traceback.format_exc().rstrip()
+                       + f"\nerror: {type(exc).__name__}: {exc}")
+            return 1, type(exc).__name__, str(exc) or type(exc).__name__
+
+    def _failed(self, i: int, job: Job, code: int, kind: str, message: str,
+                finished: str = "") -> None:
+        self.finish(job, STATUS_FAILED, f"{message} (exit code {code}; log {job.log_path})",
+                    kind, code, finished)
+        self.after_failure(job)
+        self.progress("job_finished", job, i, job.error)
 
     def _unsafe_id(self, job: Job) -> bool:
         """Only reachable with ``force=True``: an id that names files outside the logs folder."""
@@ -210,7 +263,7 @@ class _Run:
         if problem:
             job.status, job.error = STATUS_FAILED, problem
             job.failure_kind, job.finished = "ConfigurationError", now_iso()
-            self.persist(job, "status", "error", "failure_kind", "finished", sync=False)
+            self.persist(job, "status", "error", "failure_kind", "finished")
         return bool(problem)
 
     def _skipped(self, i: int, job: Job) -> bool:
@@ -222,7 +275,7 @@ class _Run:
         job.error = (f"skipped: it runs after {blocker.id} ({blocker.label}), which {how}; "
                      "running it anyway would compute from a missing or partial input")
         job.finished = now_iso()
-        self.persist(job, "status", "error", "finished", sync=False)
+        self.persist(job, "status", "error", "finished")
         self.progress("job_skipped", job, i, job.error)
         return True
 
@@ -233,31 +286,74 @@ class _Run:
         job.ran_with = dict(self.ran_with, cwd=job.cwd or os.getcwd())
         self.persist(job, "status", "started", "finished", "error", "exit_code",
                      "failure_kind", "log_path", "attempts", "run_status", "ran_with")
+        self.commit()  # the file says "running" (and the last job's end) before the job starts
         self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label}")
 
     def _cancelled(self, i: int, job: Job) -> None:
         job.status, job.error, job.finished = STATUS_NOT_RUN, CANCELLED, now_iso()
         job.process = None
-        self.persist(job, "status", "error", "finished", "process")
+        self.persist(job, "status", "error", "finished", "process", sync=True)
         self.stopped, self.state = "aborted by request; the running job was stopped", "aborted"
         self.progress("job_finished", job, i, CANCELLED)
 
-    def _succeeded(self, i: int, job: Job, run_status: dict | None) -> None:
+    def _succeeded(self, i: int, job: Job, run_status: dict | None, finished: str = "") -> None:
         job.run_status = run_status
-        self.finish(job, STATUS_SUCCESS, code=0)
+        self.finish(job, STATUS_SUCCESS, code=0, finished=finished)
         if job.is_partial:
             rs = job.run_status or {}
             job.error = (f"exited 0 but its run status says {rs.get('n_failed')} of "
                          f"{rs.get('n_attempted')} items failed (PARTIAL)")
-            self.persist(job, "error", sync=False)
+            self.persist(job, "error")
         self.consecutive = 0
         self.progress("job_finished", job, i, job.error or f"{job.label} finished")
 
     def _retrying(self, job: Job, kind: str, message: str) -> None:
         left = job.retries - job.attempts + 1
-        with open(job.log_path, "a", encoding="utf-8") as log:
-            log.write(f"\n# attempt {job.attempts} failed ({kind}: {message}); retrying "
-                      f"({left} {'retry' if left == 1 else 'retries'} left)\n")
+        adopt.note(job, f"# attempt {job.attempts} failed ({kind}: {message}); retrying "
+                        f"({left} {'retry' if left == 1 else 'retries'} left)")
+
+    # -- a job its dead runner left running ---------------------------------------
+    def take_over(self, i: int, job: Job) -> None:
+        """Record, adopt, or (outcome unknown) rerun a job left ``running``: see :mod:`adopt`."""
+        record = adopt.examine(job) if self.injected is None else adopt.Record(adopt.UNKNOWN)
+        adopted = record.state == adopt.RUNNING
+        if adopted:
+            adopt.note(job, f"# spacrq: adopted at {now_iso()} by runner {os.getpid()}: the job "
+                            "kept running while no runner watched it")
+            self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label} (adopted)")
+            _safe(self.heartbeat)  # runner.json names the adopted job at once
+            how, record = adopt.wait_for_end(job, record, self.control, self.heartbeat,
+                                             grace_seconds())
+            if how == "aborted":
+                return self._cancelled(i, job)
+            if how == "timeout":
+                return self._failed(i, job, -1, "Timeout", f"still running after its timeout "
+                                    f"of {job.timeout:g}s; stopped")
+        if record.state == adopt.FINISHED:
+            return self._record_end(i, job, record, adopted=adopted)
+        legacy = adopt.stop_legacy_orphan(job, grace_seconds())
+        why = record.why or "nothing recorded how it ended"
+        adopt.note(job, f"# spacrq: the outcome of attempt {job.attempts} is unknown ({why}); "
+                        f"running the job again{' after stopping its old process' if legacy else ''}")
+        adopt.resume_override(job, self.modules)
+        job.reset()
+        self.persist(job, "overrides")
+        self.run_job(i, job)
+
+    def _record_end(self, i: int, job: Job, record: "adopt.Record", adopted: bool = False) -> None:
+        """The job ended under its supervisor: its outcome, as the runner would have seen it."""
+        code, finished = record.exit_code, str(record.end.get("finished") or "")
+        if not adopted:
+            adopt.note(job, f"# spacrq: it ended at {finished} with exit code {code} while no "
+                            "runner watched; recorded, not run again")
+        folders = record.start.get("folders") or []
+        before = record.start.get("before") or {}
+        run_status = collect(folders, before) if folders and isinstance(before, dict) else None
+        if code == 0:
+            return self._succeeded(i, job, run_status, finished)
+        job.run_status = run_status
+        kind, message = classify_failure(code, job.log_path)
+        self._failed(i, job, code, kind, message, finished)
 
     # -- the queue ---------------------------------------------------------------
     def requested_stop(self, job: Job) -> None:
@@ -270,34 +366,33 @@ class _Run:
             self.stopped, self.state = f"stopped by request after job {job.id}", "stopped"
 
     def run(self) -> None:
-        for i, job in enumerate(self.queue.jobs, start=1):
-            if not self.stopped and job.status in (STATUS_PENDING, STATUS_NOT_RUN, STATUS_RUNNING):
+        i = 0
+        while i < len(self.queue.jobs):
+            job = self.queue.jobs[i]
+            i += 1
+            if not self.stopped and job.status == STATUS_RUNNING:
+                self.take_over(i, job)
+                self.requested_stop(job)
+            elif not self.stopped and job.status in (STATUS_PENDING, STATUS_NOT_RUN):
                 self.run_job(i, job)
                 self.requested_stop(job)
-                self.maybe_checkpoint()
             elif self.stopped and job.status in (STATUS_PENDING, STATUS_RUNNING):
                 job.status = STATUS_NOT_RUN
-                self.persist(job, "status", sync=False)
-        if self.journal is not None:
-            self.journal.flush()
+                self.persist(job, "status")
         if self.stopped and self.state == "finished":
             self.state = "stopped"
 
-
-def _needs_checkpoint(journal: Journal, as_loaded: tuple) -> bool:
-    """Whether the queue file must be rewritten before the first job.
-
-    Only when there is something to fold in (a journal left by an earlier
-    run), the file does not exist yet, or the run's options changed: a
-    rewrite is O(jobs), a cost a short queue should not pay twice.
-    """
-    queue = journal.queue
-    if (queue.on_error, queue.max_consecutive_failures, queue.stopped_reason) != as_loaded:
-        return True
-    try:
-        return not journal.path.exists() or journal.file.stat().st_size > 0
-    except OSError:
-        return True
+    def interrupted(self) -> None:
+        """Ctrl-C in-process: the job at hand failed, the rest did not run, all of it saved."""
+        for job in self.queue.jobs:
+            if job.status == STATUS_RUNNING:
+                job.process = None
+                self.finish(job, STATUS_FAILED, INTERRUPTED, "KeyboardInterrupt", job.exit_code)
+                adopt.note(job, f"# {INTERRUPTED} at {job.finished}")
+            elif job.status == STATUS_PENDING:
+                job.status = STATUS_NOT_RUN
+                self.persist(job, "status")
+        self.stopped, self.state = INTERRUPTED + "; the remaining jobs were not run", "aborted"
 
 
 def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
@@ -305,17 +400,30 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
               max_consecutive_failures: Any = _UNSET, on_progress: Callable | None = None,
               runner: Runner | None = None, stop_flag: Callable[[], bool] | None = None,
               force: bool = False, echo: bool = False, control: Control | None = None,
-              heartbeat: Callable[[], None] | None = None, durable: bool = True) -> QueueResult:
+              heartbeat: Callable[[], None] | None = None, durable: bool = True,
+              persistence: str | None = None, loaded_key: tuple | None = None,
+              release_lock: Callable[[], None] | None = None,
+              supervisor: Supervisor | None = None) -> QueueResult:
     """Run ``queue`` top to bottom, one job at a time, and report on all of it.
 
     :param path: the queue file, kept current after every transition (without
         it a run cannot be resumed).
     :param runner: ``(job, settings_path, log_path) -> exit code``, injected by
-        tests; by default each job is its own process.
+        tests and in-process callers; by default each job is its own process.
+        A runner that raises fails that job (exit code 1, the traceback in its
+        log) and the queue goes on.
     :param stop_flag: polled between jobs; True stops after the running job.
+    :param persistence: ``"file"`` or ``"journal"`` to force a mode (see
+        :mod:`spacrq.queue.persist`); by default the queue's size decides.
+    :param loaded_key: :func:`spacrq.queue.store.file_key` of ``path`` when
+        ``queue`` was read from it, so jobs added to the file since are taken in.
+    :param release_lock: the runner lock's release, called with the last write.
+    :param supervisor: the job supervisor, when the caller started it early (it is closed here).
     :raises QueueError: validation found errors (all listed) and ``force`` is False.
+    :raises KeyboardInterrupt: after the job at hand was recorded ``failed``
+        ("interrupted by the user"), the rest ``not_run``, and all of it saved:
+        a script's Ctrl-C still ends the script.
     """
-    as_loaded = (queue.on_error, queue.max_consecutive_failures, queue.stopped_reason)
     if on_error is not None:
         if on_error not in ON_ERROR_CHOICES:
             raise QueueError(f"on_error must be 'continue' or 'stop', not {on_error!r}")
@@ -334,32 +442,53 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
     if log_root is None:
         import tempfile
         log_root = Path(tempfile.mkdtemp(prefix="spacrq_queue_"))
-    log_root.mkdir(parents=True, exist_ok=True)
+    try:
+        log_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise QueueError(f"could not create the logs folder {log_root} ({exc.strerror or exc}); "
+                         "move what is in its place, or make the folder writable") from None
     if path and control is None:
         clear(logs_dir(path))
-    control = control or Control(logs_dir(path) if path else None)
+    control = control or Control(logs_dir(path) if path else None, report=_report)
     queue.stopped_reason = ""
     result = QueueResult(queue=queue, log_dir=str(log_root), started=now_iso(), path=path or "")
     run = _Run(queue, path, log_root, runner, control, on_progress, stop_flag, durable, heartbeat,
-               modules)
+               modules, persistence, loaded_key, supervisor)
     try:
-        if run.journal is not None and _needs_checkpoint(run.journal, as_loaded):
-            run.journal.checkpoint()
+        if run.writer is not None:
+            run.writer.start()
         run.progress("queue_started", None, 0, f"{queue.name}: {run.total} job(s), one at a time")
-        run.run()
-        queue.stopped_reason = run.stopped
+        try:
+            while True:
+                run.run()
+                queue.stopped_reason = run.stopped
+                added = run.writer.finish(release_lock, not run.stopped) if run.writer else []
+                if not added:
+                    break
+                run.total = len(queue.jobs)  # jobs added to the file while it ran: run them too
+                run.by_id.update((job.id, job) for job in added)
+        except KeyboardInterrupt:
+            run.interrupted()
+            queue.stopped_reason = run.stopped
+            if run.writer is not None:
+                run.writer.finish(release_lock, take_more=False)
+            raise
         result.finished, result.stopped_reason, result.state = now_iso(), run.stopped, run.state
-        if run.journal is not None:
-            run.journal.checkpoint()
+        if run.writer is not None:
+            result.notes.extend(run.writer.notes)
+            result.save_problem = run.writer.final_problem()
+            if result.save_problem:
+                result.notes.append(result.save_problem)
     finally:
-        if run.journal is not None:
-            run.journal.close()
+        if run.writer is not None:
+            run.writer.close()
+        run.processes.supervisor.close()
     if run.stopped:
         run.progress("queue_stopped", None, run.total, run.stopped)
     if path:
         try:
             queue_ledger(result).stamp_file(f"{path}.run_status.json")
-        except OSError as exc:
+        except (OSError, RunFileError) as exc:
             result.notes.append(f"could not stamp the queue's run status: {exc}")
     note = notify(queue, result)
     if note:

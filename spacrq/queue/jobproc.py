@@ -6,7 +6,9 @@ own process group so that stopping it (abort, timeout) stops whatever it
 started too: SIGTERM to the group, a grace period (``SPACRQ_GRACE``, 10 s by
 default), then SIGKILL.
 
-A ``command`` job is executed directly (it needs no module code); a spaCR
+Jobs are started by the run's supervisor process (:mod:`spacrq.queue.supervise`),
+which outlives the runner and writes down how each job ended.  A ``command``
+job is executed directly (it needs no module code); a spaCR
 job is ``python -m spacr.cli KEY …``; any other module runs through
 ``python -m spacrq.run MODULE --settings <resolved settings>``.
 """
@@ -15,18 +17,19 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Callable
 
 from spacrq.modules import ModuleSpec
 from spacrq.modules.spacr import cli_argv, is_spacr
-from spacrq.procs import ProcessRef, stop_group
+from spacrq.procs import ProcessRef, module_argv, stop_group
 from spacrq.queue.control import Control
 from spacrq.queue.model import Job, now_iso
+from spacrq.queue.supervise import exit_record_path
+from spacrq.runfiles import RunFileError, append_text
 
 HEARTBEAT_SECONDS = 2.0
 
@@ -55,7 +58,7 @@ def job_command(job: Job, spec: ModuleSpec, settings: dict, settings_path: str) 
         if job.settings_path:
             return cli_argv(key, job.settings_path, job.override_args)
         return cli_argv(key, settings_path, [])
-    return [sys.executable, "-m", "spacrq.run", spec.name, "--settings", settings_path]
+    return module_argv("spacrq.run", spec.name, "--settings", settings_path)
 
 
 def job_environment(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
@@ -74,149 +77,178 @@ def job_cwd(job: Job, settings: dict, spec: ModuleSpec) -> str | None:
     return os.path.expanduser(job.cwd) if job.cwd else None
 
 
+class JobNotStarted(Exception):
+    """The job's program could not be started (not found, its log cannot be opened)."""
+
+
+class SupervisorLost(Exception):
+    """The job's supervisor process died: the attempt's outcome is unknown."""
+
+
+class Supervisor:
+    """The runner's end of :mod:`spacrq.queue.supervise`: one per run, started on first use."""
+
+    def __init__(self) -> None:
+        self.popen: subprocess.Popen | None = None
+        self._buffer = b""
+        self._owed = 0  # answers still to come for jobs abandoned mid-run (an interrupt)
+
+    def _ensure(self) -> subprocess.Popen:
+        if self.popen is None or self.popen.poll() is not None:
+            self.popen = subprocess.Popen(module_argv("spacrq.queue.supervise"),
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          start_new_session=True, close_fds=True)
+            self._buffer, self._owed = b"", 0
+        return self.popen
+
+    def warm(self) -> None:
+        """Start the supervisor now, so its start-up overlaps the runner's own."""
+        try:
+            self._ensure()
+        except OSError:
+            pass
+
+    def _line(self, timeout: float | None) -> dict | None:
+        """The next answer; None when none came within ``timeout``.  :raises SupervisorLost:"""
+        assert self.popen is not None and self.popen.stdout is not None
+        fd = self.popen.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise SupervisorLost("the job's supervisor process ended unexpectedly")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise SupervisorLost("the job's supervisor answered garbage") from None
+        return answer if isinstance(answer, dict) else {}
+
+    def start(self, request: dict) -> dict:
+        """Send one job; its first answer (``pid``, or ``exit`` when it could not start)."""
+        popen = self._ensure()
+        while self._owed:  # the previous job was stopped: skip its late answer
+            answer = self._line(60.0)
+            if answer is None or "exit" in answer:
+                self._owed -= 1
+        try:
+            popen.stdin.write(json.dumps(request).encode() + b"\n")
+            popen.stdin.flush()
+        except (OSError, ValueError):
+            raise SupervisorLost("the job's supervisor process is gone") from None
+        answer = self._line(120.0)
+        if answer is None:
+            raise SupervisorLost("the job's supervisor did not answer within 120 s")
+        return answer
+
+    def wait(self, timeout: float) -> dict | None:
+        """The job's ``exit`` answer, or None while it still runs."""
+        while True:
+            answer = self._line(timeout)
+            if answer is None or "exit" in answer:
+                return answer
+
+    def abandon(self) -> None:
+        self._owed += 1
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let the supervisor end (it finishes a job it still watches first)."""
+        if self.popen is None:
+            return
+        try:
+            self.popen.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self.popen = None
+
+
 @dataclass
 class ProcessRunner:
-    """Runs jobs as processes and watches them for timeout and abort.
+    """Runs jobs as processes (through the :class:`Supervisor`) and watches them.
 
-    ``on_spawn(job, ref)`` is told the process as soon as it exists, so the
-    queue file records its pid (a resumed queue stops an orphan first);
+    ``on_spawn(job, ref)`` is told the process as soon as it exists;
     ``heartbeat()`` is called every couple of seconds while a job runs.
+    Timeout and abort are the runner's: it stops the job's process group,
+    and the supervisor reports the exit.
     """
 
     control: Control | None = None
     grace: float | None = None
     on_spawn: Callable[[Job, ProcessRef], None] | None = None
     heartbeat: Callable[[], None] | None = None
+    supervisor: Supervisor = field(default_factory=Supervisor)
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
-            log_path: str) -> int:
+            log_path: str, *, before: dict | None = None, folders: list | None = None) -> int:
         argv = job_command(job, spec, settings, settings_path)
         cwd = job_cwd(job, settings, spec)
-        with open(log_path, "ab") as log:
-            log.write((f"# spacrq job {job.id} ({job.label}), attempt {job.attempts}\n"
-                       f"# started {now_iso()}\n# cwd {cwd or os.getcwd()}\n"
-                       f"# argv {argv!r}\n# settings {json.dumps(settings, default=str)}\n"
-                       ).encode("utf-8", "replace"))
-            log.flush()
-            try:
-                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=cwd,
-                                         env=job_environment(job, settings, spec, log_path),
-                                         start_new_session=True)
-            except OSError as exc:
-                log.write(f"error: could not start {argv[0] if argv else '?'}: "
-                          f"{exc.strerror or exc}\n".encode())
-                return 127
-            try:
-                code = self._watch(job, popen, log)
-            except BaseException:
-                if popen.poll() is None:  # never leave a job running behind the runner's back
-                    stop_group(popen.pid, self.grace if self.grace is not None else grace_seconds(),
-                               popen=popen)
-                raise
-            log.write(f"\n# finished {now_iso()} with exit code {code}\n".encode())
-            self._stop_leftovers(popen.pid, log)
-        return code
-
-    def _stop_leftovers(self, pgid: int, log: Any) -> None:
-        """Stop what the job left running in its group: jobs run strictly one at a time.
-
-        A job that started a background process and exited would otherwise
-        overlap the next job (two jobs on one GPU).  The check is one
-        ``killpg(pgid, 0)``, so a job that cleaned up after itself costs nothing.
-        """
-        if not _group_exists(pgid):
-            return
         grace = grace_seconds() if self.grace is None else self.grace
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _group_exists(pgid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        outcome = "terminated"
-        if _group_exists(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-            outcome = "killed"
-        log.write(f"# the job left processes running in its group after it ended; they were "
-                  f"{outcome}\n".encode())
+        header = (f"# spacrq job {job.id} ({job.label}), attempt {job.attempts}\n"
+                  f"# started {now_iso()}\n# cwd {cwd or os.getcwd()}\n"
+                  f"# argv {argv!r}\n# settings {json.dumps(settings, default=str)}\n")
+        try:
+            append_text(log_path, header, durable=False)
+        except (OSError, RunFileError):
+            pass  # the supervisor cannot open it either and says so as the job's failure
+        request = {"job": job.id, "key": job.started, "argv": argv, "cwd": cwd,
+                   "env": job_environment(job, settings, spec, log_path), "log": log_path,
+                   "record": exit_record_path(log_path), "grace": grace,
+                   "before": before or {}, "folders": folders or []}
+        answer = self.supervisor.start(request)
+        if "exit" in answer:
+            raise JobNotStarted(str(answer.get("error") or f"exited with code {answer['exit']}"))
+        ref = ProcessRef(int(answer["pid"]), float(answer.get("started") or 0.0))
+        try:
+            return self._watch(job, ref, log_path, grace)
+        except BaseException:
+            if ref.alive():  # never leave a job running behind the runner's back
+                stop_group(ref.pid, grace, started=ref.started)
+            self.supervisor.abandon()
+            raise
 
-    def _watch(self, job: Job, popen: subprocess.Popen, log: Any) -> int:
+    def _watch(self, job: Job, ref: ProcessRef, log_path: str, grace: float) -> int:
         if self.on_spawn is not None:
-            self.on_spawn(job, ProcessRef.of(popen.pid))
+            self.on_spawn(job, ref)
         started = time.monotonic()
         deadline = started + job.timeout if job.timeout else None
         beat = started + HEARTBEAT_SECONDS
-        grace = grace_seconds() if self.grace is None else self.grace
-        with _ExitWaiter(popen) as waiter:
-            while True:
-                wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
-                code = waiter.wait(wait)
-                if code is not None:
-                    return code
-                now = time.monotonic()
-                if self.control is not None and self.control.abort_requested():
-                    outcome = stop_group(popen.pid, grace, popen=popen)
-                    log.write(f"\n# aborted by the operator at {now_iso()}; the job's processes "
-                              f"were {outcome} (grace {grace:g}s)\n".encode())
-                    raise JobCancelled(outcome)
-                if deadline is not None and now >= deadline:
-                    outcome = stop_group(popen.pid, grace, popen=popen)
-                    log.write(f"\n# timeout: still running after {job.timeout:g}s; the job's "
-                              f"processes were {outcome}\n".encode())
-                    raise JobTimeout(f"still running after its timeout of {job.timeout:g}s; "
-                                     f"stopped ({outcome})")
-                if self.heartbeat is not None and now >= beat:
-                    beat = now + HEARTBEAT_SECONDS
-                    self.heartbeat()
+        while True:
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+            answer = self.supervisor.wait(wait)
+            if answer is not None:
+                return int(answer["exit"])
+            now = time.monotonic()
+            if self.control is not None and self.control.abort_requested():
+                outcome = stop_group(ref.pid, grace, started=ref.started)
+                _log(log_path, f"\n# aborted by the operator at {now_iso()}; the job's "
+                               f"processes were {outcome} (grace {grace:g}s)\n")
+                raise JobCancelled(outcome)
+            if deadline is not None and now >= deadline:
+                outcome = stop_group(ref.pid, grace, started=ref.started)
+                _log(log_path, f"\n# timeout: still running after {job.timeout:g}s; the job's "
+                               f"processes were {outcome}\n")
+                raise JobTimeout(f"still running after its timeout of {job.timeout:g}s; "
+                                 f"stopped ({outcome})")
+            if self.heartbeat is not None and now >= beat:
+                beat = now + HEARTBEAT_SECONDS
+                self.heartbeat()
 
 
-def _group_exists(pgid: int) -> bool:
+def _log(path: str, text: str) -> None:
+    """A line in the job's log; a log that cannot be written never stops the queue."""
     try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class _ExitWaiter:
-    """Wait for a child's exit with a timeout, waking the moment it exits.
-
-    ``Popen.wait(timeout)`` polls with growing sleeps, which adds a
-    millisecond or more to every short job; a pidfd (Linux 5.3+) lets the
-    kernel wake the runner exactly when the job ends.
-    """
-
-    def __init__(self, popen: subprocess.Popen) -> None:
-        self.popen = popen
-        self.fd = -1
-        self.poller: Any = None
-
-    def __enter__(self) -> "_ExitWaiter":
-        try:
-            self.fd = os.pidfd_open(self.popen.pid)
-            self.poller = select.poll()
-            self.poller.register(self.fd, select.POLLIN)
-        except (AttributeError, OSError):
-            self.fd, self.poller = -1, None
-        return self
-
-    def wait(self, seconds: float) -> int | None:
-        """The exit code, or None when the job still runs after ``seconds``."""
-        if self.poller is not None:
-            if not self.poller.poll(int(seconds * 1000)):
-                return None
-            return self.popen.wait()
-        try:
-            return self.popen.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
+        append_text(path, text, durable=False)
+    except (OSError, RunFileError) as exc:
+        print(f"spacrq: could not write {path} ({exc})", file=sys.stderr, flush=True)

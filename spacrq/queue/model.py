@@ -104,9 +104,43 @@ def _str_list(value: Any) -> list[str]:
         return []
     if isinstance(value, (str, int, float)):
         return [str(value)]
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
     raise QueueError(f"expected a list of strings, got a {type(value).__name__}")
+
+
+_TEXT_FIELDS = ("label", "status", "started", "finished", "error", "log_path", "cwd",
+                "failure_kind")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _text(data: Mapping[str, Any], name: str, where: str) -> str:
+    value = data.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise QueueError(f'{where} has "{name}": {_short(value)}; it must be text (in quotes), '
+                         "or delete the field")
+    return value
+
+
+def _whole(data: Mapping[str, Any], name: str, where: str) -> int:
+    value = data.get(name)
+    if value in (None, ""):
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise QueueError(f'{where} has a "{name}" that is not a whole number '
+                         f"({_short(value)}); fix it or delete the field")
+    return value
 
 
 @dataclass
@@ -218,12 +252,17 @@ class Job:
         if not isinstance(data, Mapping):
             raise QueueError(f"a job entry is a {type(data).__name__}, not an object; each entry "
                              'of "jobs" must look like {"module": ..., "settings": ...}')
-        jid = str(data.get("id") or "")
+        raw_id = data.get("id")
+        if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
+            raise QueueError(f'a job has "id": {_short(raw_id)}; a job id is text such as '
+                             '"mask-1"')
+        jid = "" if raw_id is None else str(raw_id)
         where = f"job {jid!r}" if jid else "a job entry"
         module = data.get("module")
         if not isinstance(module, str) or not module.strip():
             raise QueueError(f'{where} has no "module"; every job needs one, e.g. "module": "command"')
-        status = data.get("status") or STATUS_PENDING
+        text = {name: _text(data, name, where) for name in _TEXT_FIELDS}
+        status = text["status"] or STATUS_PENDING
         if status not in ALL_STATUSES:
             raise QueueError(f"{where} has status {status!r}; use one of {', '.join(ALL_STATUSES)}")
         settings = data.get("settings") or ""
@@ -231,8 +270,12 @@ class Job:
             raise QueueError(f'{where} has "settings" of type {type(settings).__name__}; give a '
                              "settings file path or an object of settings")
         overrides = data.get("overrides") or []
-        if not isinstance(overrides, (list, dict)):
-            overrides = [str(overrides)]
+        if isinstance(overrides, str):
+            overrides = [overrides]
+        if not isinstance(overrides, (list, dict)) or (
+                isinstance(overrides, list) and not all(isinstance(o, str) for o in overrides)):
+            raise QueueError(f'{where} has "overrides" {_short(overrides)}; write them like '
+                             '"overrides": ["n_jobs=4"]')
         try:
             depends = _str_list(data.get("depends_on"))
         except QueueError:
@@ -243,39 +286,46 @@ class Job:
             timeout = None
         else:
             try:
+                if isinstance(timeout, bool):
+                    raise TypeError
                 timeout = float(timeout)
-            except (TypeError, ValueError):
-                raise QueueError(f'{where} has "timeout": {timeout!r}; give seconds as a number '
-                                 "or null for none") from None
-        try:
-            retries = int(data.get("retries") or 0)
-            attempts = int(data.get("attempts") or 0)
-        except (TypeError, ValueError):
-            raise QueueError(f'{where} has a "retries" or "attempts" that is not a whole number; '
-                             "fix it or delete the field") from None
+                if timeout != timeout or timeout in (float("inf"), float("-inf")):
+                    raise ValueError
+            except (TypeError, ValueError, OverflowError):
+                raise QueueError(f'{where} has "timeout": {_short(timeout)}; give seconds as a '
+                                 "number or null for none") from None
+        retries = _whole(data, "retries", where)
+        attempts = _whole(data, "attempts", where)
         env = data.get("env") or {}
-        if not isinstance(env, dict):
-            raise QueueError(f'{where} has an "env" that is not an object; write it like '
-                             '"env": {"OMP_NUM_THREADS": "4"}')
+        if not isinstance(env, dict) or not all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in env.values()):
+            raise QueueError(f'{where} has an "env" that is not an object of text values; write '
+                             'it like "env": {"OMP_NUM_THREADS": "4"}')
         exit_code = data.get("exit_code")
-        if exit_code is not None and not isinstance(exit_code, int):
-            try:
+        if exit_code is not None:
+            if isinstance(exit_code, float) and exit_code.is_integer():
                 exit_code = int(exit_code)
-            except (TypeError, ValueError):
-                exit_code = None
+            if not isinstance(exit_code, int) or isinstance(exit_code, bool):
+                raise QueueError(f'{where} has "exit_code": {_short(exit_code)}; an exit code is '
+                                 "a whole number or null")
+        extras = {}
+        for name in ("run_status", "process", "ran_with"):
+            value = data.get(name)
+            if value is not None and not isinstance(value, dict):
+                raise QueueError(f'{where} has "{name}": {_short(value)}; it is an object or '
+                                 "null (delete it if in doubt)")
+            extras[name] = value
         return cls(
             module=module.strip(), settings=settings, id=jid,
-            label=str(data.get("label") or ""), overrides=overrides,
+            label=text["label"], overrides=overrides,
             depends_on=depends, status=status,
-            started=str(data.get("started") or ""), finished=str(data.get("finished") or ""),
-            exit_code=exit_code, error=str(data.get("error") or ""),
-            log_path=str(data.get("log_path") or ""),
-            run_status=data.get("run_status") if isinstance(data.get("run_status"), dict) else None,
+            started=text["started"], finished=text["finished"],
+            exit_code=exit_code, error=text["error"], log_path=text["log_path"],
+            run_status=extras["run_status"],
             timeout=timeout, retries=max(0, retries), attempts=max(0, attempts),
-            env={str(k): str(v) for k, v in env.items()}, cwd=str(data.get("cwd") or ""),
-            failure_kind=str(data.get("failure_kind") or ""),
-            process=data.get("process") if isinstance(data.get("process"), dict) else None,
-            ran_with=data.get("ran_with") if isinstance(data.get("ran_with"), dict) else None,
+            env={str(k): str(v) for k, v in env.items()}, cwd=text["cwd"],
+            failure_kind=text["failure_kind"], process=extras["process"],
+            ran_with=extras["ran_with"],
         )
 
     def reset(self) -> "Job":
@@ -316,6 +366,8 @@ class Queue:
     notify_command: list[str] = field(default_factory=list)
     stopped_reason: str = ""
     journal_seq: int = 0
+    #: What loading the file skipped or could not do, one sentence each (never saved).
+    warnings: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -443,24 +495,31 @@ class Queue:
             raise QueueError(f'"on_error" is {on_error!r}; use "continue" or "stop"')
         mcf = data.get("max_consecutive_failures", DEFAULT_MAX_CONSECUTIVE_FAILURES)
         try:
+            if isinstance(mcf, (bool, float)) and not (isinstance(mcf, float) and mcf.is_integer()):
+                raise TypeError
             mcf = None if mcf is None else int(mcf)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise QueueError(f'"max_consecutive_failures" is {mcf!r}; give a whole number '
                              "(0 turns the check off)") from None
         try:
             notify = _str_list(data.get("notify_command"))
-            seq = int(data.get("journal_seq") or 0)
+            seq = data.get("journal_seq") or 0
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+                raise ValueError
         except (QueueError, TypeError, ValueError):
             raise QueueError('"notify_command" must be a list of arguments and "journal_seq" a '
                              "number; fix or delete them") from None
-        queue = cls(jobs=[], created=str(data.get("created") or now_iso()),
-                    name=str(data.get("name") or "queue"), on_error=on_error,
+        text = {name: _text(data, name, "the queue") for name in ("created", "name",
+                                                                  "stopped_reason")}
+        queue = cls(jobs=[], created=text["created"] or now_iso(),
+                    name=text["name"] or "queue", on_error=on_error,
                     max_consecutive_failures=mcf, notify_command=notify,
-                    stopped_reason=str(data.get("stopped_reason") or ""), journal_seq=seq)
+                    stopped_reason=text["stopped_reason"], journal_seq=seq)
         for entry in raw_jobs:
             job = Job.from_dict(entry)
-            if not job.id:
-                job.id = queue.mint_id(job.module)
+            if isinstance(entry, Mapping) and entry.get("id") is None:
+                job.id = queue.mint_id(job.module)  # hand-written without ids: minted
+                # (an id written as "" stays empty: validation refuses it)
             if not job.label:
                 job.label = job.default_label()
             queue.jobs.append(job)

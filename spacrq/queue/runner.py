@@ -2,12 +2,12 @@
 
 ``spacrq queue run FILE`` runs a queue in its own process, detached from any
 window: closing or crashing the window never stops the night, and reopening
-it finds the runner through ``<stem>_logs/runner.json``.  The runner holds an
-exclusive lock on ``<stem>_logs/runner.lock`` for its whole life, so a second
-runner on the same file refuses (naming the process that holds it) instead of
-running every job twice.  The lock is an ``fcntl`` lock: the kernel releases
-it when the runner dies, however it dies, so a crash never leaves the queue
-locked.
+it finds the runner through ``runner.json`` in the queue's own logs folder
+(:func:`~spacrq.queue.store.logs_dir`).  The runner holds the queue's runner
+lock for its whole life (:mod:`spacrq.queue.locks`), so a second runner on
+the same file refuses (naming the process that holds it) instead of running
+every job twice; the kernel releases it when the runner dies, however it
+dies, so a crash never leaves the queue locked.
 
 Pane-facing API (no Qt, cheap enough to call from a poller):
 :func:`start_runner`, :func:`runner_state`, :func:`request_stop`,
@@ -15,7 +15,6 @@ Pane-facing API (no Qt, cheap enough to call from a poller):
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import socket
@@ -25,12 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spacrq.procs import ProcessRef, is_alive, spawn_detached
+from spacrq.procs import ProcessRef, is_alive, module_argv, spawn_detached
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.engine import _UNSET, run_queue
-from spacrq.queue.resume import prepare_resume
+from spacrq.queue.jobproc import Supervisor
+from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock
+from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
-from spacrq.queue.store import load_queue, logs_dir, save_queue
+from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
 from spacrq.queue.summary import Progress, QueueResult
 from spacrq.runfiles import RunFileError, ask, clear, read_json, write_json
 
@@ -38,7 +39,7 @@ __all__ = ["start_runner", "runner_state", "request_stop", "logs_dir", "serve",
            "RUNNER_FILE", "LOCK_FILE"]
 
 RUNNER_FILE = "runner.json"
-LOCK_FILE = "runner.lock"
+LOCK_FILE = RUNNER_LOCK_FILE
 RUNNER_LOG = "runner.log"
 _HEARTBEAT_MIN = 0.25
 
@@ -49,12 +50,17 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
     A runner recorded as running whose process is gone is reported as
     ``"crashed"``: the queue needs a Resume, not patience.
     """
+    folder = logs_dir(path)
+    if not (folder / RUNNER_FILE).exists():
+        folder = legacy_logs_dir(path) or folder  # a runner of the old layout
     try:
-        doc = read_json(logs_dir(path) / RUNNER_FILE, default=None)
+        doc = read_json(folder / RUNNER_FILE, default=None)
     except RunFileError:
         return None
     if not isinstance(doc, dict):
         return None
+    if isinstance(doc.get("queue"), str) and os.path.realpath(doc["queue"]) != os.path.realpath(path):
+        return None  # the old shared folder: another queue file's runner
     try:
         alive = is_alive(int(doc.get("pid") or 0), float(doc.get("started") or 0) or None)
     except (TypeError, ValueError):
@@ -86,41 +92,20 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     if state and state.get("alive"):
         raise QueueError(f"this queue is already being run by process {state.get('pid')}; "
                          "stop it first or wait for it to finish")
-    argv = [sys.executable, "-m", "spacrq", "queue", "resume" if resume or retry_failed else "run",
-            str(target)]
+    argv = module_argv("spacrq", "queue", "resume" if resume or retry_failed else "run",
+                       str(target))
     if retry_failed:
         argv.append("--retry-failed")
     log = logs_dir(target) / RUNNER_LOG
-    popen = spawn_detached(argv, log_path=log, cwd=target.parent)
+    try:
+        popen = spawn_detached(argv, log_path=log, cwd=target.parent)
+    except OSError as exc:
+        raise QueueError(f"could not start the runner ({exc.strerror or exc}); check that "
+                         f"{log.parent} is a writable folder") from None
     return ProcessRef.of(popen.pid)
 
 
-class QueueLock:
-    """The exclusive ``runner.lock`` of one queue, held for the runner's life."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.file = logs_dir(path) / LOCK_FILE
-        self.fd = -1
-
-    def acquire(self) -> "QueueLock":
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            raise QueueError(f"this queue is already being run by process {holder}; stop it "
-                             "with 'spacrq queue stop FILE' or wait for it to finish") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = -1
+QueueLock = RunnerLock  # the old name
 
 
 class _RunnerFile:
@@ -137,11 +122,20 @@ class _RunnerFile:
 
     def write(self, **changes: Any) -> None:
         """Replace runner.json atomically, without fsync: after a power cut the runner
-        is gone whatever the file says, and ``runner_state`` reports it crashed."""
+        is gone whatever the file says, and ``runner_state`` reports it crashed.
+        A write that fails is said once in the runner's log; the run goes on."""
         self.doc.update(changes)
         self.doc["heartbeat_at"] = time.time()
         self._last = time.monotonic()
-        write_json(self.file, self.doc, durable=False)
+        try:
+            write_json(self.file, self.doc, durable=False)
+            self._problem = ""
+        except (OSError, RunFileError) as exc:
+            reason = str(getattr(exc, "strerror", None) or exc)
+            if reason != getattr(self, "_problem", ""):
+                print(f"spacrq: could not write {self.file} ({reason}); the run goes on",
+                      file=sys.stderr, flush=True)
+            self._problem = reason
 
     def beat(self) -> None:
         self.write()
@@ -155,6 +149,10 @@ class _RunnerFile:
                 self.write()
 
 
+def _report(text: str) -> None:
+    print(f"spacrq: {text}", file=sys.stderr, flush=True)
+
+
 def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool = False,
           on_error: str | None = None, max_consecutive_failures: Any = _UNSET,
           echo: bool = True) -> QueueResult:
@@ -166,8 +164,10 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     target = Path(path).resolve()
     if not target.is_file():
         load_queue(target)  # raises the one-sentence reason, before any logs folder exists
-    lock = QueueLock(target).acquire()
-    control = Control(logs_dir(target))
+    lock = RunnerLock(logs_dir(target)).acquire()
+    supervisor = Supervisor()
+    supervisor.warm()  # its start-up overlaps the runner's own (load, check, first write)
+    control = Control(logs_dir(target), report=_report)
     previous = {}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -179,16 +179,14 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
             previous[sig] = signal.signal(sig, on_signal)
     info = _RunnerFile(target)
     try:
-        queue = load_queue(target)
+        queue, key = load_for_run(target, resume, retry_failed)
         clear(logs_dir(target))
-        if resume or retry_failed:
-            prepare_resume(queue, retry_failed)
-            save_queue(queue, target)
         info.write()
         result = run_queue(queue, target, on_error=on_error,
                            max_consecutive_failures=max_consecutive_failures,
                            on_progress=info.progress, control=control,
-                           heartbeat=info.beat, echo=echo)
+                           heartbeat=info.beat, echo=echo, loaded_key=key,
+                           release_lock=lock.release, supervisor=supervisor)
         info.write(state=result.state, current_job=None,
                    finished_at=result.finished, headline=result.headline(),
                    stopped_reason=result.stopped_reason)
@@ -201,6 +199,7 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
         info.write(state="crashed", error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        supervisor.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         lock.release()

@@ -1,39 +1,63 @@
-"""Reading and writing queue files, and the transition journal that keeps runs flat.
+"""Reading and writing queue files: the file is the truth, and it is never half-written.
 
-Every transition of a running queue (job started, finished, skipped…) must
-survive a power cut.  Rewriting a 2000-job queue file twice per job would make
-a long queue slower with every job (quadratic), so the runner instead appends
-each transition as one fsync'd line to ``<stem>_logs/journal.jsonl`` and
-rewrites the queue file only at checkpoints (at the start, every few seconds,
-and at the end).  The queue file records the last journal line it already
-includes (``journal_seq``); :func:`load_queue` replays the lines after it, so
-whoever loads the file — the window, ``spacrq queue status``, a resume after a
-crash — sees every transition.  The queue file itself is only ever replaced
-atomically, so it always parses, and spaCR, which knows nothing of the
-journal, still reads it (as of the last checkpoint).
+Each queue file has a logs folder of its own (:mod:`spacrq.queue.layout`):
+``night.queue.json`` → ``night_logs/``, ``night.backup.queue.json`` →
+``night.backup_logs/``, so two queue files never share a journal, a lock,
+a runner record or a control file.
+
+How a running queue is persisted (two modes, one bound):
+
+* **Small queues (≤ :data:`DIRECT_MAX_JOBS` jobs, the night's usual size; the
+  file is then at most ~250 KB)**: the queue file itself is replaced
+  atomically at every transition, so whoever reads the file alone — spaCR,
+  ``jq``, a script — sees every job's status as it stands.  Each transition
+  is made durable by one fsync'd line of ``journal.jsonl``, written before
+  the next job starts (a job's end and the next job's start share one
+  fsync); the file itself is fsync'd at checkpoints (start, end, every few
+  hundred lines or a minute), which also empty the journal.  After a power
+  cut the file may be as of its last checkpoint (never torn: ext4 and btrfs
+  write a renamed file's data before the rename), and the first command
+  that opens it folds the journal in.
+* **Larger queues**: rewriting a 2000-job file twice per job would make the
+  night slower with every job, so the file is replaced only at the
+  checkpoints; between them the journal alone has the transitions.
+  :func:`load_queue` replays the lines newer than the file's
+  ``journal_seq``; :func:`open_queue` — what every command uses — first
+  folds a journal left by a dead runner into the file.
+
+Every writer holds the queue's edit lock (:mod:`spacrq.queue.locks`) from
+load to save, so no change is lost between two writers.  Bytes on disk are
+parsed by :func:`spacrq.runfiles.loads` only; a file or journal line that is
+not what it should be is one sentence (file) or a skipped line with a
+warning (journal), never a traceback.  The runner's side is
+:mod:`spacrq.queue.persist`.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from spacrq.queue.model import RUN_FIELDS, Job, Queue, QueueError
-from spacrq.runfiles import JsonlTail, write_json
+import orjson
 
-JOURNAL_FILE = "journal.jsonl"
+from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
+                                  last_journal_seq, replay_journal, transition_problem)
+from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
+                                 logs_dir, runner_names)
+from spacrq.queue.locks import runner_holds
+from spacrq.queue.model import Queue, QueueError
+from spacrq.queue.render import write_queue_file
+from spacrq.runfiles import RunFileError, loads
 
+__all__ = ["load_queue", "open_queue", "save_queue", "edit_queue", "read_queue_document",
+           "file_key", "write_queue_file", "logs_dir", "legacy_logs_dir", "journal_path",
+           "edit_lock", "runner_names", "Journal", "apply_transition", "replay_journal",
+           "last_journal_seq", "transition_problem", "JOURNAL_FILE", "DIRECT_MAX_JOBS"]
 
-def logs_dir(path: str | os.PathLike) -> Path:
-    """``<dir>/<stem>_logs`` where stem is the file name up to its first dot."""
-    target = Path(path)
-    stem = target.name.split(".")[0] or "queue"
-    return target.parent / f"{stem}_logs"
-
-
-def journal_path(path: str | os.PathLike) -> Path:
-    return logs_dir(path) / JOURNAL_FILE
+#: Queues up to this many jobs have their file rewritten at every transition.
+DIRECT_MAX_JOBS = 500
+#: Largest queue file read (a 2000-job file is about 1 MB).
+MAX_QUEUE_BYTES = 64 * 1024 * 1024
 
 
 def read_queue_document(path: str | os.PathLike) -> Any:
@@ -49,87 +73,45 @@ def _read_document(path: str | os.PathLike) -> tuple[Any, int]:
                          "*.queue.json file")
     try:
         with open(target, "rb") as handle:
-            inode = os.fstat(handle.fileno()).st_ino
-            text = handle.read().decode("utf-8")
+            st = os.fstat(handle.fileno())
+            if st.st_size > MAX_QUEUE_BYTES:
+                raise QueueError(f"{target} is {st.st_size:,} bytes, more than a queue file may "
+                                 f"hold ({MAX_QUEUE_BYTES:,}); give the path of a *.queue.json file")
+            data = handle.read(MAX_QUEUE_BYTES + 1)
     except FileNotFoundError:
         raise QueueError(f"queue file not found: {target}; check the path, or create it "
                          "with 'spacrq queue add'") from None
-    except UnicodeDecodeError:
-        raise QueueError(f"{target} is not a text file; a queue file is JSON like "
-                         '{"spacr_queue": 1, "jobs": [...]}') from None
     except OSError as exc:
         raise QueueError(f"could not read {target} ({exc.strerror or exc}); check its "
                          "permissions") from None
-    if not text.strip():
+    if not data.strip():
         raise QueueError(f"{target} is empty; a queue file looks like "
                          '{"spacr_queue": 1, "jobs": [...]}')
     try:
-        return json.loads(text), inode
-    except json.JSONDecodeError as exc:
-        raise QueueError(f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                         f"{exc.msg}); fix that spot in an editor") from None
-
-
-def apply_transition(queue: Queue, record: Any, index: dict[str, Job] | None = None) -> bool:
-    """Apply one journal record to ``queue``; False when it does not apply.
-
-    Exposed so a watcher can tail the journal and keep its copy current
-    without reloading the whole file.
-    """
-    if not isinstance(record, dict):
-        return False
-    seq = record.get("seq")
-    if not isinstance(seq, int) or seq <= queue.journal_seq:
-        return False
-    changes = record.get("set")
-    if not isinstance(changes, dict):
-        return False
-    job_id = record.get("job")
-    job = index.get(job_id) if index is not None else queue.find(job_id)
-    if job is None:
-        return False
-    for key, value in changes.items():
-        if key in RUN_FIELDS:
-            setattr(job, key, value)
-    queue.journal_seq = seq
-    return True
-
-
-def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
-    """Apply the journal lines written after the queue file's checkpoint; how many."""
-    journal = journal_path(path)
-    if not journal.exists():
-        return 0
-    index = {job.id: job for job in queue.jobs}
-    applied = 0
-    for record in JsonlTail(journal).read():
-        applied += apply_transition(queue, record, index)
-    return applied
-
-
-def last_journal_seq(path: str | os.PathLike) -> int:
-    """The seq of the journal's last complete line (read from its tail only)."""
-    journal = journal_path(path)
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise QueueError(f"{target} is not a text file; a queue file is JSON like "
+                         '{"spacr_queue": 1, "jobs": [...]}') from None
     try:
-        with open(journal, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 65536))
-            data = handle.read()
-    except OSError:
-        return 0
-    for raw in reversed(data.splitlines()):
-        try:
-            seq = json.loads(raw).get("seq")
-        except (ValueError, AttributeError, UnicodeDecodeError):
-            continue
-        if isinstance(seq, int):
-            return seq
-    return 0
+        return loads(data, where=target), st.st_ino
+    except RunFileError as exc:
+        raise QueueError(_where_it_broke(data, target) or str(exc)) from None
 
+
+def _where_it_broke(data: bytes, target: Path) -> str:
+    """For JSON that does not parse: the line and column, so the operator can fix that spot."""
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return (f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                f"{exc.msg}); fix that spot in an editor")
+    return ""  # it parses: refused for NaN, Infinity, 1e400 or nesting, as loads says
+
+
+# -- loading and saving ---------------------------------------------------------
 
 def load_queue(path: str | os.PathLike) -> Queue:
-    """The queue in ``path`` with every journalled transition applied.
+    """The queue in ``path`` with every journalled transition applied (reads only).
 
     A runner may checkpoint while this reads (replace the file, then empty
     the journal); a file that was replaced between reading it and reading the
@@ -137,6 +119,7 @@ def load_queue(path: str | os.PathLike) -> Queue:
 
     :raises QueueError: when the file is missing or not a queue: one sentence, never a traceback.
     """
+    queue = None
     for _ in range(20):
         document, inode = _read_document(path)
         queue = Queue.from_dict(document)
@@ -149,85 +132,76 @@ def load_queue(path: str | os.PathLike) -> Queue:
     return queue
 
 
+def open_queue(path: str | os.PathLike) -> Queue:
+    """:func:`load_queue` for a command: a journal left by a dead runner is folded in first.
+
+    After a crash the file alone may be behind its journal; folding makes it
+    the truth again for every reader that knows only the file (spaCR, ``jq``).
+    Never while a runner holds the queue (its journal is live), and a fold
+    that cannot be written leaves everything as it was.
+    """
+    queue = load_queue(path)
+    if not journal_has_lines(path) or runner_holds(logs_dir(path)):
+        return queue
+    try:
+        with edit_lock(path):
+            if runner_holds(logs_dir(path)):
+                return queue
+            queue = load_queue(path)
+            queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
+            write_queue_file(queue, path)
+            os.truncate(journal_path(path), 0)
+    except (QueueError, OSError) as exc:
+        queue.warnings.append(f"the journal could not be folded into {path} "
+                              f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
+    return queue
+
+
 def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
     """Replace ``path`` with ``queue`` atomically, as indented JSON spaCR can read.
 
     What is in memory supersedes every transition journalled so far, so the
-    written ``journal_seq`` covers the journal's current end.
+    written ``journal_seq`` covers the journal's current end.  The caller
+    holds :func:`edit_lock` when it loaded the queue from ``path`` first.
+
+    :raises QueueError: one sentence when the file cannot be written.
     """
     queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
     try:
-        return write_json(path, queue.to_dict())
-    except OSError as exc:
-        raise QueueError(f"could not write {path} ({exc.strerror or exc}); check that the "
-                         "folder exists and is writable") from None
+        return write_queue_file(queue, path)
+    except (OSError, RunFileError) as exc:
+        raise QueueError(f"could not write {path} ({getattr(exc, 'strerror', None) or exc}); "
+                         "check that the folder exists and is writable") from None
 
 
-class Journal:
-    """The runner's append-only record of transitions for one queue file.
+def file_key(path: str | os.PathLike) -> tuple | None:
+    """What changes when anybody replaces the file (inode, size, mtime); None when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    Each :meth:`job` call is one append, made durable by an fsync (constant
-    cost, however long the queue).  A line written with ``sync=False`` is
-    made durable by the next synced line: the runner uses this as a group
-    commit — a job's "finished" line is fsync'd together with the next job's
-    "running" line, before that job starts, so nothing that happens outside
-    the runner ever depends on a line that is not yet durable, at one fsync
-    per job.  :meth:`checkpoint` folds everything into the queue file
-    atomically and empties the journal.
+
+def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None) -> Queue:
+    """Load → ``change(queue)`` → save, under the edit lock: no concurrent change is lost.
+
+    ``create`` is the queue to start from when the file does not exist yet.
+    While a runner holds the queue the change is still saved, and the runner
+    takes the new jobs in at its next transition (see :mod:`spacrq.queue.persist`).
+
+    :raises QueueError: the file cannot be read or written, or ``change`` refused.
     """
-
-    def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True) -> None:
-        self.queue = queue
-        self.path = Path(path)
-        self.file = journal_path(path)
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        self.durable = durable
-        self.seq = max(queue.journal_seq, last_journal_seq(path))
-        self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._unsynced = False
-
-    def _append(self, record: dict, sync: bool = True) -> None:
-        self.seq += 1
-        record["seq"] = self.seq
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
-        self._unsynced = True
-        if sync:
-            self.flush()
-        self.queue.journal_seq = self.seq
-
-    def flush(self) -> None:
-        """Make every line written so far durable (one fsync covers them all)."""
-        if self.durable and self._unsynced and self._fd >= 0:
-            os.fsync(self._fd)
-        self._unsynced = False
-
-    def job(self, job: Job, fields: Iterable[str], sync: bool = True) -> None:
-        """Persist the current values of ``fields`` of ``job``.
-
-        ``sync=False`` makes the line visible to every other process at once
-        but skips the fsync: for facts a power cut makes moot (the pid of a
-        job that a reboot has killed anyway).
-        """
-        self._append({"job": job.id, "set": {f: _plain(getattr(job, f)) for f in fields}}, sync)
-
-    def checkpoint(self) -> None:
-        """Write the whole queue file (atomically), then start the journal afresh."""
-        self.queue.journal_seq = self.seq
-        write_json(self.path, self.queue.to_dict())
-        os.ftruncate(self._fd, 0)
-        self._unsynced = False
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            self.flush()
-            os.close(self._fd)
-            self._fd = -1
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, list):
-        return list(value)
-    return value
+    with edit_lock(path):
+        if create is not None and not Path(path).exists():
+            queue = create
+        else:
+            queue = load_queue(path)
+        change(queue)
+        try:
+            write_queue_file(queue, path)
+        except (OSError, RunFileError) as exc:
+            raise QueueError(f"could not write {path} "
+                             f"({getattr(exc, 'strerror', None) or exc}); nothing was "
+                             "changed: check that the folder exists and is writable") from None
+    return queue

@@ -90,6 +90,8 @@ class QueueResult:
     path: str = ""
     state: str = "finished"
     notes: list[str] = field(default_factory=list)
+    #: '' when the queue file holds the final state; else what failed and where the state is
+    save_problem: str = ""
 
     def jobs_with(self, status: str) -> list[Job]:
         return [job for job in self.queue.jobs if job.status == status]

@@ -130,10 +130,11 @@ def validate_job(job: Job, queue: Queue | None = None,
     modules = modules or Modules()
     jid = job.id or job.default_label()
     problems: list[Problem] = []
-    bad_id = id_problem(job.id) if job.id else ""
-    if bad_id:
-        problems.append(Problem(jid, ERROR, bad_id, "Rename the job with letters, digits, "
-                                "'-' and '_' only."))
+    bad_id = id_problem(job.id)
+    if bad_id:  # an empty id too: ids name the job's log, and --after needs one
+        problems.append(Problem(jid, ERROR, bad_id, "Give the job an id made of letters, "
+                                "digits, '-' and '_' (or delete the \"id\" field to have one "
+                                "made up)."))
     deps = _dependency_problems(job, queue, positions)
     try:
         spec = modules.spec(job.module)

@@ -143,7 +143,7 @@ class QueueWatch:
     def _read_queue(self, path: Path, snap: QueueSnapshot) -> None:
         """Reload the file when it was replaced; otherwise apply only new journal lines.
 
-        The runner journals each transition to ``<stem>_logs/journal.jsonl``
+        A large queue's runner journals each transition to ``journal.jsonl``
         and rewrites the queue file only at checkpoints, so between
         checkpoints the watch tails the journal and rebuilds just the rows
         of the jobs it names.

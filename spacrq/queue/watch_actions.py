@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from spacrq.queue.model import QueueError
 from spacrq.queue.pane_rules import edit_refusal
 from spacrq.queue.runner import request_stop, runner_state, start_runner
-from spacrq.queue.store import replay_journal, save_queue
+from spacrq.queue.locks import runner_holds
+from spacrq.queue.store import edit_lock, logs_dir, replay_journal, save_queue
 from spacrq.queue.watch_read import build_queue, check_queue, read_document
 from spacrq.runfiles import RunFileError
 
@@ -49,7 +50,12 @@ def save_document(path: Path, token: int, document: Mapping[str, Any]) -> Action
     if refusal:
         return ActionResult("save", token, False, refusal)
     try:
-        save_queue(build_queue(document), path)
+        queue = build_queue(document)
+        with edit_lock(path):  # the same lock as every writer: a runner cannot start meanwhile
+            if runner_holds(logs_dir(path)):
+                return ActionResult("save", token, False, "Not saved: a runner started on this "
+                                    "queue a moment ago; its file is the runner's until it ends.")
+            save_queue(queue, path)
     except QueueError as exc:
         return ActionResult("save", token, False, f"Not saved: {exc}")
     except OSError as exc:

@@ -78,11 +78,10 @@ def test_every_command_refuses_a_malformed_file_without_touching_it(tmp_path, ca
     assert path.read_text() == '{"jobs": ['
 
 
-def test_editing_a_queue_while_its_runner_is_alive_is_refused(qfile, capsys):
+def test_starting_a_queue_while_its_runner_is_alive_is_refused(qfile, capsys):
     me = psutil.Process()
     write_json(logs_dir(qfile) / RUNNER_FILE, {"pid": me.pid, "started": me.create_time(),
                                                "state": "running"})
-    _bad(capsys, ["queue", "add", str(qfile), "command", "--", "true"], f"process {me.pid}")
     _bad(capsys, ["queue", "run", str(qfile), "--detach"], f"process {me.pid}")
 
 

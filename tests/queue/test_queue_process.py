@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from spacrq.procs import is_alive
-from spacrq.queue import Job, Queue, QueueError, load_queue, resume_queue, run_queue, save_queue
+from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_queue
 from spacrq.queue.engine import CANCELLED
 from spacrq.queue.runner import (logs_dir, request_stop, runner_state, serve, start_runner)
 
@@ -146,24 +146,32 @@ def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkey
     assert "were killed" in Path(jobs[0].log_path).read_text()
 
 
-def test_runner_killed_mid_job_then_resumed_completes_without_rerunning(tmp_path):
+def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
     queue, path = _save(tmp_path, _sh("first", "echo run >> first.runs", cwd=str(tmp_path)),
-                        _sh("long", "if [ -e resumable ]; then exit 0; fi; touch resumable; "
-                                    "echo $$ > long.pid; exec sleep 60", cwd=str(tmp_path)),
+                        _sh("long", "echo run >> long.runs; echo $$ > long.pid; "
+                                    "while [ ! -e go ]; do sleep 0.05; done", cwd=str(tmp_path)),
                         _sh("last", "true"))
     ref = start_runner(path)
     wait_for(lambda: (tmp_path / "long.pid").exists(), what="the long job to start")
     orphan = int((tmp_path / "long.pid").read_text())
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref)
-    crashed = load_queue(path)  # the file always parses
+    crashed = load_queue(path)  # the file always parses, and tells the truth
     assert [j.status for j in crashed.jobs] == ["success", "running", "pending"]
     assert runner_state(path)["state"] == "crashed"
     assert is_alive(orphan)  # the job outlived its runner…
-    result = resume_queue(path)
-    assert not is_alive(orphan)  # …and the resume stopped it before running the job again
-    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 3
+    again = start_runner(path, resume=True)
+    try:
+        wait_for(lambda: (runner_state(path) or {}).get("pid") == again.pid
+                 and runner_state(path).get("current_job") == "long", what="the adoption")
+        assert is_alive(orphan)  # …and the resumed runner adopted it instead of stopping it
+    finally:
+        (tmp_path / "go").write_text("")
+        _reap(again)
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
     assert (tmp_path / "first.runs").read_text() == "run\n"  # finished jobs are not rerun
+    assert (tmp_path / "long.runs").read_text() == "run\n"  # nor is the adopted one
+    assert "adopted" in Path(load_queue(path).jobs[1].log_path).read_text()
 
 
 def test_runner_terminated_by_the_system_aborts_its_job_safely(tmp_path, monkeypatch):
@@ -182,7 +190,8 @@ def test_runner_log_and_state_live_in_the_logs_folder(tmp_path):
     ref = start_runner(path)
     _reap(ref)
     names = {p.name for p in logs_dir(path).iterdir()}
-    assert {"runner.json", "runner.lock", "runner.log", "01_a.log", "journal.jsonl"} <= names
+    assert {"runner.json", "runner.lock", "queue.lock", "runner.log", "01_a.log",
+            "01_a.exit.jsonl"} <= names
     assert runner_state(path)["state"] == "finished"
     assert "1 ok" in (logs_dir(path) / "runner.log").read_text()
 

@@ -141,3 +141,33 @@ def test_a_journal_line_for_an_unknown_job_or_field_is_ignored(tmp_path):
                                   '{"seq": 2, "job": "command-1", "set": {"module": "rm"}}\n')
     back = load_queue(path)
     assert back.jobs[0].module == "command" and back.jobs[0].status == "pending"
+
+
+def test_a_command_that_opens_a_queue_after_a_crash_folds_the_journal_in(tmp_path):
+    """A large queue journals between checkpoints; after its runner died the file is behind."""
+    from spacrq.queue.store import open_queue
+    queue, path = _journalled(tmp_path)
+    journal = Journal(queue, path)
+    queue.jobs[0].status, queue.jobs[0].exit_code = "success", 0
+    journal.job(queue.jobs[0], ["status", "exit_code"])
+    journal.close()  # ...and the runner is gone
+    assert json.loads(path.read_text())["jobs"][0]["status"] == "pending"
+    assert open_queue(path).jobs[0].status == "success"
+    assert json.loads(path.read_text())["jobs"][0]["status"] == "success"  # the file alone
+    assert journal_path(path).stat().st_size == 0
+
+
+def test_a_journal_is_not_folded_while_its_runner_holds_the_queue(tmp_path):
+    from spacrq.queue.locks import RunnerLock
+    from spacrq.queue.store import open_queue
+    queue, path = _journalled(tmp_path)
+    journal = Journal(queue, path)
+    queue.jobs[0].status = "running"
+    journal.job(queue.jobs[0], ["status"])
+    lock = RunnerLock(logs_dir(path)).acquire()
+    try:
+        assert open_queue(path).jobs[0].status == "running"
+        assert journal_path(path).stat().st_size > 0  # the live journal is the runner's
+    finally:
+        lock.release()
+        journal.close()

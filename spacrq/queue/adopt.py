@@ -1,0 +1,144 @@
+"""Picking up a job its dead runner left ``running``: record it, adopt it, or (only then) rerun it.
+
+A runner that dies does not take its job with it: the job's supervisor
+(:mod:`spacrq.queue.supervise`) keeps watching it and writes its exit
+status to the job's exit record.  So the next runner (``resume``, or a
+plain ``run``) asks the record what became of the job:
+
+* it **finished** (the record has its exit status): the outcome is
+  recorded as if the runner had seen it — it is never run again;
+* it is **still running**: the runner adopts it — waits for it, shows it as
+  the running job (its log is followed as usual), and honours Stop, Abort
+  and the job's timeout as for a job it started itself;
+* the record says nothing usable (the runner died before the job started,
+  or the supervisor died too, or the queue ran before supervisors
+  existed): the outcome is **unknown**, and only then the job runs again,
+  with a line in its log saying so.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from spacrq.modules import ModuleError
+from spacrq.procs import ProcessRef, is_alive, stop_group
+from spacrq.queue.control import Control
+from spacrq.queue.model import Job, now_iso, parse_iso
+from spacrq.queue.supervise import exit_record_path
+from spacrq.runfiles import RunFileError, append_text, read_jsonl
+
+FINISHED, RUNNING, UNKNOWN = "finished", "running", "unknown"
+
+
+@dataclass
+class Record:
+    """What the exit record says about the job's current attempt."""
+
+    state: str
+    start: dict = field(default_factory=dict)
+    end: dict = field(default_factory=dict)
+    why: str = ""
+
+    @property
+    def ref(self) -> ProcessRef | None:
+        return ProcessRef.from_dict({"pid": self.start.get("pid"),
+                                     "started": self.start.get("started")})
+
+    @property
+    def exit_code(self) -> int | None:
+        code = self.end.get("exit_code")
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def examine(job: Job) -> Record:
+    """What became of ``job``'s attempt (the one that started at ``job.started``)."""
+    if not job.log_path or not job.started:
+        return Record(UNKNOWN, why="the queue file does not say where its log is")
+    try:
+        lines = read_jsonl(exit_record_path(job.log_path))
+    except (OSError, RunFileError):
+        lines = []
+    mine = [line for line in lines if isinstance(line, dict) and line.get("key") == job.started]
+    start = next((ln for ln in mine if "pid" in ln), {})
+    end = next((ln for ln in mine if "exit_code" in ln), {})
+    record = Record(UNKNOWN, start, end)
+    if record.exit_code is not None:
+        record.state = FINISHED
+    elif start and record.ref is not None and record.ref.alive():
+        record.state = RUNNING
+    elif start and is_alive(start.get("supervisor")):
+        record.state = RUNNING  # the job just ended; its supervisor is writing it down
+    elif start:
+        record.why = "its runner and its supervisor both died before its end was written down"
+    else:
+        record.why = "its runner died before the job was started, or before that was written down"
+    return record
+
+
+def wait_for_end(job: Job, record: Record, control: Control | None,
+                 heartbeat: Callable[[], None] | None, grace: float) -> tuple[str, Record]:
+    """Follow an adopted job to its end: ``("ended"|"aborted"|"timeout"|"lost", record)``."""
+    ref = record.ref
+    start = parse_iso(job.started)
+    deadline = None
+    if job.timeout and start is not None:
+        deadline = time.monotonic() + job.timeout - (
+            parse_iso(now_iso()) - start).total_seconds()
+    beat = time.monotonic()
+    while True:
+        now = examine(job)
+        if now.state == FINISHED:
+            return "ended", now
+        if now.state == UNKNOWN:
+            return "lost", now
+        if control is not None and control.abort_requested() and ref is not None:
+            outcome = stop_group(ref.pid, grace, started=ref.started)
+            note(job, f"# aborted by the operator at {now_iso()}; the job's processes were "
+                      f"{outcome} (grace {grace:g}s)")
+            return "aborted", now
+        if deadline is not None and time.monotonic() >= deadline and ref is not None:
+            outcome = stop_group(ref.pid, grace, started=ref.started)
+            note(job, f"# timeout: still running after {job.timeout:g}s; the job's processes "
+                      f"were {outcome}")
+            return "timeout", now
+        if heartbeat is not None and time.monotonic() - beat >= 2.0:
+            beat = time.monotonic()
+            heartbeat()
+        time.sleep(0.05)
+
+
+def note(job: Job, text: str) -> None:
+    """A line in the job's log (never fatal: the log may be what cannot be written)."""
+    if not job.log_path:
+        return
+    try:
+        append_text(job.log_path, f"\n{text}\n", durable=False)
+    except (OSError, RunFileError):
+        pass
+
+
+def stop_legacy_orphan(job: Job, grace: float) -> str:
+    """A queue run before supervisors recorded only the job's pid: stop it before rerunning."""
+    ref = ProcessRef.from_dict(job.process)
+    if ref is not None and is_alive(ref.pid, ref.started or None):
+        return stop_group(ref.pid, grace, started=ref.started or None)
+    return ""
+
+
+def resume_override(job: Job, modules: Any) -> None:
+    """Ask a resumable module to continue from its checkpoints rather than start over."""
+    try:
+        spec = modules.spec(job.module)
+    except ModuleError:  # a broken module fails when the job runs, with its sentence
+        return
+    if spec is None or not spec.resumable:
+        return
+    from spacrq.modules.spacr import is_spacr
+    if "resume" not in spec.defaults and not is_spacr(spec):
+        return
+    if isinstance(job.overrides, dict):
+        job.overrides = dict(job.overrides, resume=True)
+        return
+    job.overrides = [o for o in job.override_args if o.split("=", 1)[0].strip() != "resume"]
+    job.overrides.append("resume=True")

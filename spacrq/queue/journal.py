@@ -1,0 +1,211 @@
+"""The transition journal of a large queue: one fsync'd line per change, replayed on load.
+
+See :mod:`spacrq.queue.store` for when it is used.  Every line is checked
+before it is applied (:func:`transition_problem`): a torn line, a line of
+the wrong types or with an unknown status is skipped with a warning and
+never folded into the file, so one bad line costs only itself.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
+from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue
+from spacrq.queue.render import write_queue_file
+from spacrq.runfiles import JsonlTail, RunFileError, loads
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: What each journalled field may hold; a line breaking any of them is skipped whole.
+_FIELD_OK = {
+    "status": lambda v: v in ALL_STATUSES,
+    "started": lambda v: isinstance(v, str), "finished": lambda v: isinstance(v, str),
+    "error": lambda v: isinstance(v, str), "log_path": lambda v: isinstance(v, str),
+    "failure_kind": lambda v: isinstance(v, str),
+    "exit_code": lambda v: v is None or _is_int(v),
+    "attempts": lambda v: _is_int(v) and v >= 0,
+    "run_status": lambda v: v is None or isinstance(v, dict),
+    "process": lambda v: v is None or isinstance(v, dict),
+    "ran_with": lambda v: v is None or isinstance(v, dict),
+    "overrides": lambda v: isinstance(v, dict) or (isinstance(v, list)
+                                                   and all(isinstance(i, str) for i in v)),
+}
+assert set(_FIELD_OK) == set(RUN_FIELDS)
+
+
+def transition_problem(record: Any) -> str:
+    """Why a journal line cannot be applied as it stands, or ``''``."""
+    if not isinstance(record, Mapping):
+        return "it is not an object"
+    if not _is_int(record.get("seq")) or record["seq"] <= 0:
+        return "its seq is not a positive whole number"
+    if not isinstance(record.get("job"), str):
+        return "its job is not a job id"
+    changes = record.get("set")
+    if not isinstance(changes, Mapping) or not changes:
+        return 'its "set" is not an object of fields'
+    for key, value in changes.items():
+        check = _FIELD_OK.get(key)
+        if check is None:
+            return f"it sets {key!r}, which is not a field a run changes"
+        if not check(value):
+            return f"its {key} is {value!r:.60}, which a {key} cannot be"
+    return ""
+
+
+def apply_transition(queue: Queue, record: Any, index: dict[str, Job] | None = None) -> bool:
+    """Apply one journal record to ``queue``; False when it does not apply.
+
+    A record of the wrong shape or types (see :func:`transition_problem`) never
+    applies.  Exposed so a watcher can tail the journal and keep its copy
+    current without reloading the whole file.
+    """
+    if transition_problem(record):
+        return False
+    if record["seq"] <= queue.journal_seq:
+        return False
+    job = index.get(record["job"]) if index is not None else queue.find(record["job"])
+    if job is None:
+        return False
+    for key, value in record["set"].items():
+        setattr(job, key, dict(value) if isinstance(value, dict) else
+                list(value) if isinstance(value, list) else value)
+    queue.journal_seq = record["seq"]
+    return True
+
+
+def _journal_files(path: str | os.PathLike) -> list[Path]:
+    files = []
+    old = legacy_logs_dir(path)
+    if old is not None and (old / JOURNAL_FILE).exists():
+        files.append(old / JOURNAL_FILE)
+    if journal_path(path).exists() and runner_names(logs_dir(path), path) is not False:
+        files.append(journal_path(path))  # (the old layout's journal of another file is not)
+    return files
+
+
+def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
+    """Apply the journal lines written after the file's checkpoint; how many.
+
+    Unreadable lines and lines of the wrong types are skipped, each file's
+    count and reason added to ``queue.warnings``.
+    """
+    index = {job.id: job for job in queue.jobs}
+    applied = 0
+    for journal in _journal_files(path):
+        tail = JsonlTail(journal)
+        skipped, reason = 0, ""
+        for record in tail.read():
+            problem = transition_problem(record)
+            if problem:
+                skipped, reason = skipped + 1, problem
+                continue
+            applied += apply_transition(queue, record, index)
+        if tail.bad_lines:
+            skipped, reason = skipped + tail.bad_lines, tail.last_problem or reason
+        if skipped:
+            queue.warnings.append(f"skipped {skipped} line(s) of {journal} that cannot be "
+                                  f"applied (the last because {reason}); the rest was applied")
+    return applied
+
+
+def last_journal_seq(path: str | os.PathLike) -> int:
+    """The seq of the journal's last complete, well-formed line (read from its tail only)."""
+    try:
+        with open(journal_path(path), "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 65536))
+            data = handle.read()
+    except OSError:
+        return 0
+    for raw in reversed(data.splitlines()):
+        try:
+            record = loads(raw)
+        except RunFileError:
+            continue
+        if isinstance(record, dict) and _is_int(record.get("seq")):
+            return record["seq"]
+    return 0
+
+
+def journal_has_lines(path: str | os.PathLike) -> bool:
+    try:
+        return journal_path(path).stat().st_size > 0
+    except OSError:
+        return False
+
+
+class Journal:
+    """The append-only record of transitions of one queue file (large queues).
+
+    Each :meth:`job` call is one append, made durable by an fsync (constant
+    cost, however long the queue).  A line written with ``sync=False`` is
+    made durable by the next synced line or :meth:`flush`: the runner uses
+    this as a group commit — a job's "finished" line is fsync'd together
+    with the next job's "running" line, before that job starts.
+    :meth:`checkpoint` folds everything into the queue file atomically and
+    empties the journal.  Appends raise OSError (the runner's writer turns
+    that into a note, never a crash).
+    """
+
+    def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True) -> None:
+        self.queue = queue
+        self.path = Path(path)
+        self.file = journal_path(path)
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        self.durable = durable
+        self.seq = max(queue.journal_seq, last_journal_seq(path))
+        self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                           | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        self._unsynced = False
+
+    def _append(self, record: dict, sync: bool = True) -> None:
+        self.seq += 1
+        record["seq"] = self.seq
+        line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        self.queue.journal_seq = self.seq
+        os.write(self._fd, line)
+        self._unsynced = True
+        if sync:
+            self.flush()
+
+    def flush(self) -> None:
+        """Make every line written so far durable (one fsync covers them all)."""
+        if self.durable and self._unsynced and self._fd >= 0:
+            os.fsync(self._fd)
+        self._unsynced = False
+
+    def job(self, job: Job, fields, sync: bool = True) -> None:
+        """Persist the current values of ``fields`` of ``job``."""
+        self._append({"job": job.id, "set": {f: _plain(getattr(job, f)) for f in fields}}, sync)
+
+    def checkpoint(self, parts: list[bytes] | None = None) -> None:
+        """Write the whole queue file (atomically, durably), then start the journal afresh."""
+        self.queue.journal_seq = self.seq
+        write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
+        os.ftruncate(self._fd, 0)
+        self._unsynced = False
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.flush()
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value

@@ -1,0 +1,230 @@
+"""The runner's side of the queue file: every transition on disk, and saving never fatal.
+
+Two modes, chosen when the run starts (see :mod:`spacrq.queue.store` for
+why).  In both, each change is a journal line and :meth:`QueueWriter.commit`
+— before a job starts, and when the queue ends — makes them durable with one
+fsync (a group commit: a job's end and the next job's start, one fsync per
+job).  ``"file"`` — queues of up to :data:`~spacrq.queue.store.DIRECT_MAX_JOBS`
+jobs — then also replaces the queue file (atomically; its own fsync waits
+for the next checkpoint), so the file alone shows every status as it
+stands; ``"journal"`` replaces the file only at checkpoints.  Checkpoints
+(start, end, every few hundred lines or a minute) write the file durably
+and empty the journal.  Only the jobs touched since the last write are
+serialised again, so a write costs little more than the bytes it writes.
+
+Every whole-file write holds the queue's edit lock and first takes in the
+jobs somebody added to the file since the runner last wrote it (``spacrq
+queue add`` on a running queue): they run after the jobs already queued.
+Any other change made to the file behind the runner's back is overwritten
+by the runner's state — the runner owns the file while it runs.
+
+A failed write (a folder where the file was, a full disk, a share that
+blinked) is reported once on the runner's stderr (its log) and the run goes
+on with the state in memory; the next write that succeeds puts it all on
+disk.  If it never does, :meth:`QueueWriter.finish` tries a rescue copy in
+the logs folder and returns the sentence the summary and the notification
+carry: that saving failed, and where the state is.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from spacrq.queue.model import Job, Queue, QueueError, now_iso
+from spacrq.queue.render import render_job
+from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, edit_lock, file_key,
+                                last_journal_seq, logs_dir, read_queue_document,
+                                write_queue_file)
+from spacrq.runfiles import RunFileError
+
+#: The queue file is rewritten after this many seconds with transitions pending…
+CHECKPOINT_SECONDS = 60.0
+#: …or once the journal holds four lines per job of the queue, and at least
+#: this many: a rewrite costs O(jobs), so it is paid once per O(jobs) lines.
+CHECKPOINT_MIN_LINES = 256
+
+
+def direct_max_jobs() -> int:
+    """The bound between the two modes (``SPACRQ_QUEUE_DIRECT_MAX_JOBS`` moves it, for benchmarks)."""
+    try:
+        return int(os.environ.get("SPACRQ_QUEUE_DIRECT_MAX_JOBS", DIRECT_MAX_JOBS))
+    except ValueError:
+        return DIRECT_MAX_JOBS
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "strerror", None) or exc).splitlines()[0]
+
+
+class QueueWriter:
+    """Keeps one queue file current for its runner (``mode``: ``"file"`` or ``"journal"``)."""
+
+    def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True,
+                 mode: str | None = None, loaded_key: tuple | None = None) -> None:
+        self.queue, self.path, self.durable = queue, Path(path), durable
+        self.mode = mode or ("file" if len(queue.jobs) <= direct_max_jobs() else "journal")
+        self._parts: dict[int, bytes] = {}
+        self._key = loaded_key  # the file as last read or written by this runner
+        self.problem = ""       # why the last write failed ('' once one succeeds)
+        self.notes: list[str] = []
+        self._failed_at = ""
+        self.journal: Journal | None = None
+        self._lines = 0
+        self._last_write = time.monotonic()
+        try:  # both modes make each transition durable with one fsync'd journal line
+            self.journal = Journal(queue, self.path, durable=durable)
+        except OSError as exc:
+            self._failed(exc, "open the journal")  # then every commit is a durable file write
+
+    # -- what the engine calls ------------------------------------------------------
+    def touch(self, job: Job, fields: Iterable[str], sync: bool = False) -> None:
+        """``job``'s ``fields`` changed: journalled now (journal mode), written at the next commit."""
+        self._parts.pop(id(job), None)
+        if self.journal is not None:
+            try:
+                self.journal.job(job, list(fields), sync=sync)
+                self._lines += 1
+            except OSError as exc:
+                self._failed(exc, "append to the journal")
+                self.journal.close()
+                self.journal = None  # from now on every commit writes the whole file
+        elif sync:
+            self.commit()
+
+    def commit(self) -> list[Job]:
+        """Make every change so far durable; the jobs somebody added meanwhile (now queued).
+
+        One fsync of the journal makes the transitions durable; in ``"file"``
+        mode the file is then replaced (atomically, without an fsync of its
+        own) so it shows them too.  Every few hundred lines, or a minute,
+        the file itself is made durable and the journal emptied.
+        """
+        if self.journal is None:
+            return self.write(durable=True)
+        try:
+            self.journal.flush()
+        except OSError as exc:
+            self._failed(exc, "sync the journal")
+        due = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))
+        if self.problem or self._lines >= due or (
+                self._lines and time.monotonic() - self._last_write > CHECKPOINT_SECONDS):
+            return self.write(durable=True)
+        if self.mode == "file":
+            return self.write(durable=False)
+        return []
+
+    def write(self, durable: bool = True) -> list[Job]:
+        """Replace the whole file now (under the edit lock); the jobs merged in from it."""
+        added: list[Job] = []
+        try:
+            with edit_lock(self.path):
+                added = self._merge()
+                self._write_locked(durable)
+        except (OSError, QueueError, RunFileError) as exc:
+            self._failed(exc, "write")
+        return added
+
+    def _write_locked(self, durable: bool = True) -> None:
+        parts = [self._part(job) for job in self.queue.jobs]
+        if self.journal is not None and durable:
+            self.journal.checkpoint(parts)  # the file durable, then the journal emptied
+            self._lines, self._last_write = 0, time.monotonic()
+        elif self.journal is not None:  # current for every reader; durable through the journal
+            self.queue.journal_seq = self.journal.seq
+            write_queue_file(self.queue, self.path, durable=False, parts=parts)
+        else:  # no journal: each write durable, and numbered so a watcher tells it is new
+            self.queue.journal_seq = max(self.queue.journal_seq, last_journal_seq(self.path)) + 1
+            write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
+            self._lines, self._last_write = 0, time.monotonic()
+        self._key = file_key(self.path)
+        if self.problem:
+            self.notes.append(f"saving {self.path} failed from {self._failed_at} until "
+                              f"{now_iso()} ({self.problem}); everything was saved since")
+            print(f"spacrq: saved {self.path} again; nothing was lost", file=sys.stderr,
+                  flush=True)
+            self.problem = ""
+
+    def start(self) -> None:
+        """The first write: every job with its status, and any stale journal folded in."""
+        self.write(durable=True)
+
+    def finish(self, release: Callable[[], None] | None = None,
+               take_more: bool = True) -> list[Job]:
+        """The last write, unless jobs were added meanwhile: then those, and nothing written.
+
+        ``release`` (the runner lock's) is called while the edit lock is still
+        held, so whoever adds a job sees either a runner that will take it in
+        or no runner at all.
+        """
+        try:
+            with edit_lock(self.path):
+                added = self._merge()
+                if added and take_more:
+                    return added
+                self._write_locked()
+                if release is not None:
+                    release()
+        except (OSError, QueueError, RunFileError) as exc:
+            self._failed(exc, "write")
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        return []
+
+    def final_problem(self) -> str:
+        """'' when the file holds the final state; else where the state is (a rescue copy)."""
+        if not self.problem:
+            return ""
+        rescue = logs_dir(self.path) / f"{self.path.name}.unsaved.json"
+        try:
+            write_queue_file(self.queue, rescue)
+            where = f"the final state was written to {rescue} instead"
+        except (OSError, RunFileError):
+            where = "the final state is only in this summary and the runner's log"
+        return (f"saving failed: {self.path} could not be written since {self._failed_at} "
+                f"({self.problem}); it shows the queue as it was then, and {where}")
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+
+    # -- pieces ----------------------------------------------------------------------
+    def _part(self, job: Job) -> bytes:
+        part = self._parts.get(id(job))
+        if part is None:
+            part = self._parts[id(job)] = render_job(job)
+        return part
+
+    def _merge(self) -> list[Job]:
+        """Take in the jobs added to the file since this runner last wrote it."""
+        now = file_key(self.path)
+        if self._key is None or now is None or now == self._key:
+            return []
+        self._key = now  # read once per change, whatever it holds
+        try:
+            other = Queue.from_dict(read_queue_document(self.path))
+        except QueueError as exc:
+            print(f"spacrq: {self.path} was changed by another program and cannot be read "
+                  f"({exc}); the runner's state replaces it", file=sys.stderr, flush=True)
+            return []
+        mine = {job.id for job in self.queue.jobs}
+        added = [job for job in other.jobs if job.id and job.id not in mine]
+        self.queue.jobs.extend(added)
+        for job in added:
+            print(f"spacrq: job {job.id} was added while the queue runs; it runs after the "
+                  "jobs already queued", file=sys.stderr, flush=True)
+        return added
+
+    def _failed(self, exc: BaseException, doing: str) -> None:
+        reason = _reason(exc)
+        if not self.problem:
+            self._failed_at = now_iso()
+        if reason != self.problem:
+            print(f"spacrq: could not {doing} {self.path} ({reason}); the run goes on with the "
+                  "state in memory, and it is written at the next save that succeeds",
+                  file=sys.stderr, flush=True)
+        self.problem = reason

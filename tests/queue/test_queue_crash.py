@@ -1,0 +1,188 @@
+"""The runner dies: the file told the truth all along, and nothing finished runs again."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spacrq.procs import is_alive
+from spacrq.queue import Job, Queue, load_queue, resume_queue, save_queue
+from spacrq.queue.adopt import examine
+from spacrq.queue.runner import request_stop, runner_state, start_runner
+from spacrq.queue.store import read_queue_document
+from spacrq.queue.supervise import exit_record_path
+from spacrq.runfiles import read_jsonl
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _traced(jid, tmp_path, seconds=0.25):
+    """A job that writes when it starts and when it ends, to a trace the test reads."""
+    script = (f"echo start:{jid} >> trace; sleep {seconds}; echo end:{jid} >> trace")
+    return Job(module="command", id=jid, settings={"argv": ["sh", "-c", script]},
+               cwd=str(tmp_path))
+
+
+def _queue(tmp_path, jobs, name="night"):
+    queue = Queue(name=name, max_consecutive_failures=0)
+    for job in jobs:
+        queue.add(job)
+    path = tmp_path / f"{name}.queue.json"
+    save_queue(queue, path)
+    return path
+
+
+def _trace(tmp_path):
+    try:
+        return (tmp_path / "trace").read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+def _running_by_trace(lines):
+    started = [ln[6:] for ln in lines if ln.startswith("start:")]
+    ended = {ln[4:] for ln in lines if ln.startswith("end:")}
+    return {j for j in started if j not in ended}
+
+
+def _reap(pid, timeout=30):
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+
+
+class Sampler(threading.Thread):
+    """Reads the queue file (and the trace) as fast as it can while the queue runs."""
+
+    def __init__(self, path, tmp_path):
+        super().__init__(daemon=True)
+        self.path, self.tmp_path = path, tmp_path
+        self.done = threading.Event()
+        self.samples = 0
+        self.problems: list[str] = []
+
+    def run(self):
+        while not self.done.is_set():
+            before = _running_by_trace(_trace(self.tmp_path))
+            try:
+                doc = read_queue_document(self.path)
+            except Exception as exc:  # noqa: BLE001 — a file that does not parse is the bug
+                self.problems.append(f"unparseable: {exc}")
+                continue
+            after = _running_by_trace(_trace(self.tmp_path))
+            status = {j["id"]: j.get("status") for j in doc["jobs"]}
+            for jid in before & after:  # running for the whole read: the file must say so
+                if status.get(jid) != "running":
+                    self.problems.append(f"{jid} runs but the file says {status.get(jid)}")
+            self.samples += 1
+            time.sleep(0.003)
+
+
+#: When to kill the runner: each a condition the test waits for, aimed at the windows that
+#: matter — before any job, mid-job, the instant a job ended (before its runner saw it), and
+#: the instant the last job ended (the runner finishing).
+MOMENTS = {
+    "before_the_first_job": lambda lines: True,
+    "during_the_second_job": lambda lines: "start:j1" in lines,
+    "just_after_a_job_ended": lambda lines: "end:j2" in lines,
+    "during_the_fourth_job": lambda lines: "start:j3" in lines,
+    "as_the_last_job_ends": lambda lines: "end:j4" in lines,
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_sigkill_at_any_moment_loses_nothing_and_reruns_nothing(tmp_path, moment):
+    names = [f"j{i}" for i in range(5)]
+    path = _queue(tmp_path, [_traced(n, tmp_path, 0.15) for n in names])
+    sampler = Sampler(path, tmp_path)
+    ref = start_runner(path)
+    sampler.start()
+    try:
+        wait_for(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="the runner")
+        wait_for(lambda: MOMENTS[moment](_trace(tmp_path)), what=moment)
+        os.kill(ref.pid, signal.SIGKILL)
+        _reap(ref.pid)
+        killed = load_queue(path)
+        assert all(j.status in ("pending", "running", "success") for j in killed.jobs)
+        result = resume_queue(path)
+    finally:
+        sampler.done.set()
+        sampler.join()
+    assert not sampler.problems, sampler.problems[:3]
+    assert sampler.samples > 10
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 5
+    starts = [ln for ln in _trace(tmp_path) if ln.startswith("start:")]
+    assert sorted(starts) == sorted(f"start:{n}" for n in names)  # each job started once
+
+
+def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path):
+    job = Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
+        "sh", "-c", "echo run >> plate.runs; echo $$ > plate.pid; "
+                    "while [ ! -e go ]; do sleep 0.02; done; exit 3"]})
+    path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    wait_for(lambda: (tmp_path / "plate.pid").exists(), what="the job to start")
+    pid = int((tmp_path / "plate.pid").read_text())
+    os.kill(ref.pid, signal.SIGKILL)
+    _reap(ref.pid)
+    (tmp_path / "go").write_text("")
+    wait_for(lambda: not is_alive(pid), what="the job to end")
+    left = load_queue(path).jobs[0]
+    wait_for(lambda: examine(left).state == "finished", what="the supervisor's record")
+    result = resume_queue(path)
+    plate, after = load_queue(path).jobs
+    assert plate.status == "failed" and plate.exit_code == 3  # its real outcome, recorded
+    assert after.status == "success" and not result.ok
+    assert (tmp_path / "plate.runs").read_text() == "run\n"  # never run a second time
+    assert "recorded, not run again" in Path(plate.log_path).read_text()
+
+
+def test_a_job_whose_outcome_is_unknown_runs_again_and_its_log_says_why(tmp_path):
+    path = _queue(tmp_path, [Job(module="command", id="a", cwd=str(tmp_path),
+                                 settings={"argv": ["sh", "-c", "echo run >> a.runs"]})])
+    queue = load_queue(path)
+    queue.jobs[0].status, queue.jobs[0].started = "running", "2026-11-30T01:00:00+00:00"
+    queue.jobs[0].log_path = str(tmp_path / "night_logs" / "01_a.log")
+    save_queue(queue, path)  # as a runner leaves it when it dies before the job started
+    result = resume_queue(path)
+    assert result.ok and (tmp_path / "a.runs").read_text() == "run\n"
+    assert "outcome of attempt 0 is unknown" in Path(load_queue(path).jobs[0].log_path).read_text()
+
+
+def test_an_adopted_job_is_aborted_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    path = _queue(tmp_path, [
+        Job(module="command", id="long", cwd=str(tmp_path),
+            settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),
+        Job(module="command", id="after", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    wait_for(lambda: (tmp_path / "long.pid").exists(), what="the job to start")
+    pid = int((tmp_path / "long.pid").read_text())
+    os.kill(ref.pid, signal.SIGKILL)
+    _reap(ref.pid)
+    again = start_runner(path, resume=True)
+    try:
+        wait_for(lambda: (runner_state(path) or {}).get("pid") == again.pid
+                 and runner_state(path).get("current_job") == "long", what="the adoption")
+        request_stop(path, now=True)
+    finally:
+        _reap(again.pid)
+    assert not is_alive(pid)
+    assert [j.status for j in load_queue(path).jobs] == ["not_run", "not_run"]
+    assert runner_state(path)["state"] == "aborted"
+    records = read_jsonl(exit_record_path(load_queue(path).jobs[0].log_path))
+    assert any("exit_code" in r for r in records)  # the supervisor saw it end

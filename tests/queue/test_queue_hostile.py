@@ -1,0 +1,164 @@
+"""Garbage in any queue file, journal or control file: a sentence or a skipped line, never a crash."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostile import HOSTILE, as_lines
+from spacrq.cli import main
+from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_queue, validate_queue
+from spacrq.queue.runner import runner_state
+from spacrq.queue.store import journal_path, logs_dir, open_queue
+
+GOOD_LINE = b'{"seq": 1, "job": "a", "set": {"status": "success", "exit_code": 0}}'
+
+
+def _queue(tmp_path, n=2):
+    queue = Queue(name="night")
+    for jid in "ab"[:n]:
+        queue.add(Job(module="command", id=jid, settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
+def _sentence(capsys, argv, needle=""):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert needle in err, err
+
+
+CONTROL = dict(HOSTILE, huge=b'{"stop": "' + b"x" * 200_000 + b'"}')
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL))
+def test_a_hostile_control_file_is_nothing_asked_and_said_in_the_runners_log(
+        tmp_path, capfd, name):
+    queue, path = _queue(tmp_path)
+    control = logs_dir(path) / "control.json"
+
+    def runner(job, settings_path, log_path):
+        control.write_bytes(CONTROL[name])  # arrives while the job runs
+        return 0
+
+    result = run_queue(queue, path, runner=runner)
+    assert result.ok and [j.status for j in queue.jobs] == ["success", "success"]
+    if CONTROL[name].strip():
+        assert "control.json" in capfd.readouterr().err  # the reason, in the runner's log
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_journal_line_is_skipped_with_a_warning_and_never_folded(tmp_path, name):
+    queue, path = _queue(tmp_path)
+    journal_path(path).parent.mkdir(exist_ok=True)
+    journal_path(path).write_bytes(as_lines(GOOD_LINE, HOSTILE[name]))
+    loaded = open_queue(path)  # folds the journal into the file, as every command does
+    assert loaded.jobs[0].status == "success"
+    on_disk = json.loads(path.read_text())
+    assert on_disk["jobs"][0]["status"] == "success" and on_disk["jobs"][1]["status"] == "pending"
+    assert load_queue(path).jobs[1].status == "pending"
+    if HOSTILE[name].strip():
+        assert any("skipped" in w for w in loaded.warnings), loaded.warnings
+
+
+@pytest.mark.parametrize("line", [
+    {"seq": 2, "job": "b", "set": {"status": "exploded"}},
+    {"seq": 2, "job": "b", "set": {"exit_code": "zero"}},
+    {"seq": 2, "job": "b", "set": {"attempts": -1}},
+    {"seq": 2, "job": "b", "set": {"started": 5}},
+    {"seq": 2, "job": "b", "set": {"run_status": [1, 2]}},
+    {"seq": 2, "job": "b", "set": {"overrides": [["x"]]}},
+    {"seq": "2", "job": "b", "set": {"status": "failed"}},
+    {"seq": 2, "job": ["b"], "set": {"status": "failed"}},
+    {"seq": 2, "job": "b", "set": "failed"},
+    {"seq": True, "job": "b", "set": {"status": "failed"}},
+])
+def test_a_journal_line_of_the_wrong_types_is_skipped_and_the_queue_stays_loadable(tmp_path,
+                                                                                 capsys, line):
+    queue, path = _queue(tmp_path)
+    journal_path(path).parent.mkdir(exist_ok=True)
+    journal_path(path).write_text(GOOD_LINE.decode() + "\n" + json.dumps(line) + "\n")
+    assert main(["queue", "status", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: skipped 1 line(s)" in captured.err and "Traceback" not in captured.err
+    assert [j.status for j in load_queue(path).jobs] == ["success", "pending"]
+    assert json.loads(path.read_text())["jobs"][1]["status"] == "pending"  # never folded
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b'{"spacr_queue": 1, "jobs": [{"module": "command", "retries": Infinity}]}', "not valid JSON"),
+    (b'{"spacr_queue": 1, "jobs": [{"module": "command", "exit_code": NaN}]}', "not valid JSON"),
+    (b'{"spacr_queue": 1, "jobs": [{"module": "command", "timeout": 1e400}]}', "not valid JSON"),
+    (b'{"spacr_queue": 1, "jobs": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON"),
+    (b'{"spacr_queue": 1, "jobs": ' + b"[" * 100 + b"]" * 100 + b"}", "64 deep"),
+    (b'{"jobs": [{"module": "command", "id": ["a"]}]}', '"id"'),
+    (b'{"jobs": [{"module": "command", "label": {"x": 1}}]}', '"label"'),
+    (b'{"jobs": [{"module": "command", "status": 3}]}', '"status"'),
+    (b'{"jobs": [{"module": "command", "exit_code": "zero"}]}', '"exit_code"'),
+    (b'{"jobs": [{"module": "command", "run_status": [1]}]}', '"run_status"'),
+    (b'{"jobs": [{"module": "command", "overrides": [["a=1"]]}]}', '"overrides"'),
+    (b'{"jobs": [{"module": "command", "env": {"A": [1]}}]}', '"env"'),
+    (b'{"jobs": [{"module": "command", "retries": 2.5}]}', '"retries"'),
+    (b'{"jobs": [{"module": "command", "depends_on": [["a"]]}]}', '"depends_on"'),
+    (b'{"jobs": [], "name": ["night"]}', '"name"'),
+    (b'{"jobs": [], "journal_seq": -4}', "journal_seq"),
+    (b'{"jobs": [], "max_consecutive_failures": true}', "max_consecutive_failures"),
+])
+@pytest.mark.parametrize("command", ["status", "validate", "run", "resume"])
+def test_garbage_anywhere_in_a_queue_file_is_one_sentence_and_exit_2(tmp_path, capsys,
+                                                                     content, needle, command):
+    path = tmp_path / "night.queue.json"
+    path.write_bytes(content)
+    _sentence(capsys, ["queue", command, str(path)], needle)
+    assert path.read_bytes() == content
+
+
+def test_an_empty_job_id_is_a_validation_error(tmp_path, capsys):
+    path = tmp_path / "night.queue.json"
+    path.write_text('{"jobs": [{"id": "", "module": "command", "settings": {"argv": ["true"]}}]}')
+    queue = load_queue(path)
+    assert queue.jobs[0].id == ""
+    errors = [p for p in validate_queue(queue) if p.is_error]
+    assert errors and "cannot be empty" in errors[0].message
+    assert main(["queue", "validate", str(path)]) == 1
+    with pytest.raises(QueueError, match="cannot be empty"):
+        run_queue(queue, path, runner=lambda *a: 0)
+
+
+def test_run_detach_on_an_invalid_queue_exits_2_and_starts_nothing(tmp_path, capsys):
+    path = tmp_path / "night.queue.json"
+    path.write_text('{"jobs": [{"id": "a", "module": "maks"}]}')
+    assert main(["queue", "run", str(path), "--detach"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to start" in err and "unknown module 'maks'" in err and "Traceback" not in err
+    assert runner_state(path) is None and not (logs_dir(path) / "runner.log").exists()
+
+
+def test_the_supervisor_ignores_a_garbled_request(tmp_path):
+    """The job supervisor reads its requests with the same care (one bad line costs itself)."""
+    log = tmp_path / "a.log"
+    request = {"job": "a", "key": "k", "argv": ["true"], "log": str(log),
+               "record": str(tmp_path / "a.exit.jsonl")}
+    feed = b"\xff\xfe garbage\n[1, 2]\n" + json.dumps(request).encode() + b"\n"
+    done = subprocess.run([sys.executable, "-m", "spacrq.queue.supervise"], input=feed,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[-1]["exit"] == 0 and "exit code 0" in log.read_text()
+    assert Path(request["record"]).exists()
+
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--detach"], ["resume"],
+                                  ["add", "command", "--", "true"]])
+def test_a_file_in_place_of_the_logs_folder_is_one_sentence_and_exit_2(tmp_path, capsys, argv):
+    queue, path = _queue(tmp_path)
+    logs_dir(path).write_text("not a folder")
+    before = path.read_bytes()
+    _sentence(capsys, ["queue", argv[0], str(path), *argv[1:]], str(logs_dir(path)))
+    assert path.read_bytes() == before

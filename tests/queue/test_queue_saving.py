@@ -1,0 +1,168 @@
+"""Saving is never fatal, and an in-process runner that raises is a failed job, not a crash."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
+from spacrq.queue import render, store
+from spacrq.queue.engine import INTERRUPTED
+from spacrq.queue.store import logs_dir
+
+
+def _cmd(jid, **kw):
+    kw.setdefault("settings", {"argv": ["true"]})
+    return Job(module="command", id=jid, **kw)
+
+
+def _queue(tmp_path, n=3, **kw):
+    queue = Queue(name="night", max_consecutive_failures=0, **kw)
+    for i in range(n):
+        queue.add(_cmd(f"j{i}"))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
+def ok_runner(hook=None):
+    def run(job, settings_path, log_path):
+        Path(log_path).write_text("working\n")
+        if hook:
+            hook(job)
+        return 0
+    return run
+
+
+def test_a_folder_in_the_files_place_never_ends_the_night(tmp_path, capfd):
+    marker = tmp_path / "notified"
+    queue, path = _queue(tmp_path, notify_command=[
+        sys.executable, "-c", "import os,sys; open(sys.argv[1],'w').write("
+        "os.environ['SPACRQ_QUEUE_SUMMARY'] + '|' + os.environ['SPACRQ_QUEUE_SAVE_FAILED'])",
+        str(tmp_path / "notified")])
+
+    def replace_by_folder(job):
+        if job.id == "j0":
+            os.unlink(path)
+            os.mkdir(path)
+
+    result = run_queue(queue, path, runner=ok_runner(replace_by_folder))
+    assert [j.status for j in queue.jobs] == ["success"] * 3  # the rest of the night ran
+    assert "saving failed" in result.summary() and result.save_problem
+    rescue = logs_dir(path) / "night.queue.json.unsaved.json"
+    assert str(rescue) in result.save_problem
+    assert [j["status"] for j in json.loads(rescue.read_text())["jobs"]] == ["success"] * 3
+    summary, failed = marker.read_text().split("|")
+    assert "saving failed" in summary and failed == "1"
+    assert "could not write" in capfd.readouterr().err  # said in the runner's log
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO])
+def test_a_failing_disk_for_a_while_loses_nothing_once_it_clears(tmp_path, monkeypatch, capfd,
+                                                                 code):
+    """A full disk, a read-only remount (tests run as root, so chmod cannot make one), a
+    permission change, an I/O error: each for two jobs, then the disk is fine again."""
+    queue, path = _queue(tmp_path, n=4)
+    real = render.write_bytes
+    full = {"on": False}
+    reason = os.strerror(code)
+
+    def write_bytes(target, data, **kw):
+        if full["on"] and Path(target) == path:
+            raise OSError(code, reason)
+        return real(target, data, **kw)
+
+    monkeypatch.setattr(render, "write_bytes", write_bytes)
+
+    def disk(job):
+        full["on"] = job.id in ("j1", "j2")
+
+    result = run_queue(queue, path, runner=ok_runner(disk))
+    assert result.ok and not result.save_problem
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 4
+    assert any(reason in n and "saved since" in n for n in result.notes)
+    err = capfd.readouterr().err
+    assert reason in err and "saved" in err
+
+
+def test_a_journal_that_cannot_be_appended_falls_back_to_the_file(tmp_path, monkeypatch):
+    queue, path = _queue(tmp_path, n=3)
+    real_write = os.write
+    journal = str(store.journal_path(path))
+
+    def write(fd, data):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if target == journal:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    result = run_queue(queue, path, runner=ok_runner(), persistence="journal")
+    monkeypatch.undo()
+    assert result.ok and not result.save_problem
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
+
+
+def test_a_job_log_that_cannot_be_written_fails_that_job_only(tmp_path):
+    queue, path = _queue(tmp_path, n=2)
+    (logs_dir(path) / "01_j0.log").mkdir(parents=True)  # a folder where the log goes
+    result = run_queue(queue, path)
+    first, second = queue.jobs
+    assert first.status == "failed" and "could not open its log" in first.error
+    assert second.status == "success" and not result.ok
+
+
+def test_a_stamp_that_cannot_be_written_is_a_note(tmp_path):
+    queue, path = _queue(tmp_path, n=1)
+    Path(f"{path}.run_status.json").mkdir()
+    result = run_queue(queue, path, runner=ok_runner())
+    assert result.ok and any("could not stamp" in n for n in result.notes)
+
+
+def test_a_runner_callable_that_raises_fails_that_job_and_the_queue_goes_on(tmp_path):
+    queue, path = _queue(tmp_path, n=2)
+
+    def runner(job, settings_path, log_path):
+        if job.id == "j0":
+            raise ValueError("the plate map is missing column 'well'")
+        return 0
+
+    result = run_queue(queue, path, runner=runner)
+    first, second = load_queue(path).jobs
+    assert first.status == "failed" and first.exit_code == 1
+    assert first.failure_kind == "ValueError" and "missing column" in first.error
+    log = Path(first.log_path).read_text()
+    assert "Traceback" in log and "ValueError: the plate map" in log
+    assert second.status == "success" and not result.ok
+
+
+def test_ctrl_c_in_process_fails_the_job_leaves_the_rest_not_run_and_saves(tmp_path):
+    queue, path = _queue(tmp_path, n=3)
+
+    def runner(job, settings_path, log_path):
+        if job.id == "j1":
+            raise KeyboardInterrupt
+        return 0
+
+    with pytest.raises(KeyboardInterrupt):
+        run_queue(queue, path, runner=runner)
+    on_disk = load_queue(path)
+    assert [j.status for j in on_disk.jobs] == ["success", "failed", "not_run"]
+    assert on_disk.jobs[1].error == INTERRUPTED
+    assert on_disk.stopped_reason.startswith(INTERRUPTED)
+
+
+def test_a_file_where_the_logs_folder_goes_is_one_sentence_before_anything_runs(tmp_path):
+    from spacrq.queue import QueueError
+    queue, path = _queue(tmp_path, n=1)
+    logs_dir(path).write_text("not a folder")
+    with pytest.raises(QueueError, match="could not create the logs folder"):
+        run_queue(queue, path, runner=ok_runner())
+    assert load_queue(path).jobs[0].status == "pending"

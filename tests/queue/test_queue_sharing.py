@@ -1,0 +1,143 @@
+"""Several writers, several files: no change is lost, and two queue files never share state."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from spacrq.cli import main
+from spacrq.queue import Job, Queue, load_queue, save_queue
+from spacrq.queue.locks import RunnerLock
+from spacrq.queue.runner import runner_state, start_runner
+from spacrq.queue.store import logs_dir
+from spacrq.queue.watch_actions import save_document
+from spacrq.runfiles import write_json
+
+ADDER = """
+import sys
+from spacrq.cli import main
+path, tag = sys.argv[1], sys.argv[2]
+for i in range(100):
+    assert main(["queue", "add", path, "command", "--id", f"{tag}-{i}", "--", "true"]) == 0
+"""
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _reap(pid, timeout=30):
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def test_two_processes_adding_a_hundred_jobs_each_leave_two_hundred(tmp_path):
+    path = tmp_path / "night.queue.json"
+    adders = [subprocess.Popen([sys.executable, "-c", ADDER, str(path), tag], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+              for tag in ("alice", "bob")]
+    for adder in adders:
+        _, err = adder.communicate(timeout=120)
+        assert adder.returncode == 0, err.decode()
+    ids = load_queue(path).ids
+    assert len(ids) == 200 and len(set(ids)) == 200
+
+
+def test_a_job_added_to_a_running_queue_is_taken_in_and_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "wait", "--", "sh", "-c",
+                 "touch started; while [ ! -e go ]; do sleep 0.02; done"]) == 0
+    ref = start_runner(path)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        assert main(["queue", "add", str(path), "command", "--id", "late", "--",
+                     "touch", "late.ran"]) == 0
+        assert "its runner takes the job in" in capsys.readouterr().out
+        assert [j.status for j in load_queue(path).jobs] == ["running", "pending"]
+    finally:
+        (tmp_path / "go").write_text("")
+        _reap(ref.pid)
+    assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
+    assert (tmp_path / "late.ran").exists()
+
+
+def test_the_panes_save_is_refused_while_a_runner_holds_the_queue(tmp_path):
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    before = path.read_bytes()
+    lock = RunnerLock(logs_dir(path)).acquire()  # a runner that has not written runner.json yet
+    try:
+        result = save_document(path, 1, queue.to_dict())
+    finally:
+        lock.release()
+    assert not result.ok and "runner started" in result.message
+    assert path.read_bytes() == before
+    assert save_document(path, 2, queue.to_dict()).ok
+
+
+def test_two_queue_files_with_one_stem_never_share_state(tmp_path):
+    def make(name, script):
+        queue = Queue(name="night")
+        queue.add(Job(module="command", id="a", cwd=str(tmp_path),
+                      settings={"argv": ["sh", "-c", script]}))
+        path = tmp_path / name
+        save_queue(queue, path)
+        return path
+
+    night = make("night.queue.json", "touch n.started; while [ ! -e go ]; do sleep 0.02; done")
+    backup = make("night.backup.queue.json", "touch b.ran")
+    assert logs_dir(night) != logs_dir(backup)
+    ref = start_runner(night)
+    try:
+        wait_for(lambda: (tmp_path / "n.started").exists(), what="the night queue's job")
+        assert load_queue(backup).jobs[0].status == "pending"  # not the other file's "running"
+        assert runner_state(backup) is None
+        other = start_runner(backup)  # not "already being run"
+        _reap(other.pid)
+        assert load_queue(backup).jobs[0].status == "success"
+        assert load_queue(night).jobs[0].status == "running"
+    finally:
+        (tmp_path / "go").write_text("")
+        _reap(ref.pid)
+    assert load_queue(night).jobs[0].status == "success"
+    assert (logs_dir(night) / "01_a.log").exists() and (logs_dir(backup) / "01_a.log").exists()
+
+
+@pytest.mark.parametrize("name,folder", [
+    ("night.queue.json", "night_logs"), ("night.backup.queue.json", "night.backup_logs"),
+    ("night.json", "night.json.logs"), ("night", "night.logs"), (".queue.json", ".queue.json.logs"),
+])
+def test_each_file_name_has_a_logs_folder_of_its_own(tmp_path, name, folder):
+    assert logs_dir(tmp_path / name) == tmp_path / folder
+
+
+def test_the_old_shared_folder_is_read_only_for_the_file_it_names(tmp_path):
+    """Queues run before the per-file layout kept their journal in ``<stem>_logs``."""
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    backup, night = tmp_path / "night.backup.queue.json", tmp_path / "night.queue.json"
+    save_queue(queue, backup)
+    save_queue(queue, night)
+    old = tmp_path / "night_logs"  # shared by both in the old layout; the journal is backup's
+    write_json(old / "runner.json", {"pid": 1, "queue": str(backup), "state": "finished"})
+    (old / "journal.jsonl").write_text(json.dumps(
+        {"seq": 1, "job": "a", "set": {"status": "success", "exit_code": 0}}) + "\n")
+    assert load_queue(backup).jobs[0].status == "success"
+    assert runner_state(backup)["state"] == "finished"
+    assert load_queue(night).jobs[0].status == "pending"  # night_logs is night's folder now…
+    assert runner_state(night) is None  # …but what the old layout left there is backup's
