@@ -154,7 +154,7 @@ class QueueResult:
         lines.append("")
         width = max((len(job.id) for job in q.jobs), default=2)
         for i, job in enumerate(q.jobs, start=1):
-            mark = "success (PARTIAL)" if job in self.partial else job.status
+            mark = "success (PARTIAL)" if job.status == STATUS_SUCCESS and job.is_partial else job.status
             lines.append(f" {i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} "
                          f"{fmt_duration(job.duration_s).rjust(8)}  {job.label}")
         lines.append("")
