@@ -19,18 +19,19 @@ from spacrq.experiments.errors import (ABORT, CANCEL, CONTROL_FILE, CREATED_FILE
                                        PLAN_FILE, PROCESS_FILE, PROGRESS_FILE, RECORDS_FILE,
                                        RESUMABLE_STATES, RUN_CONFIG_FILE, RUN_LOGS_DIR,
                                        RUN_REPORT_FILE, STATES, ExperimentError)
-from spacrq.experiments.launch import (Launched, abort_run, continue_run, pause_run, resume_run,
-                                       start_run, stop_run, wait_for)
-from spacrq.experiments.manifest import (fields_of, manifest_defaults, read_devices, read_dotenv,
-                                         read_manifest, run_environment)
+from spacrq.experiments.launch import (ENDED_STATES, Launched, abort_run, continue_run, pause_run,
+                                       resume_run, start_run, stop_run, wait_for)
+from spacrq.experiments.manifest import (check_setting, fields_of, manifest_defaults, read_devices,
+                                         read_dotenv, read_manifest, run_environment)
 from spacrq.experiments.notes import add_note, notes_of
 from spacrq.experiments.replay import (JournalReplay, RecordsTail, RunWatch, progress_of,
-                                       record_row, records_of, reports_in, resumable, status_of,
-                                       steps_of)
+                                       progress_problem, record_row, records_of, reports_in,
+                                       resumable, status_of, steps_of)
 from spacrq.experiments.runs import (check_run_id, config_text_of, create_run, created_of,
                                      duplicate_run, find_run, has_started, keep_log, kept_log,
-                                     latest, new_run_id, reconfigure_run, rename_run, report_of,
-                                     run_config_of, runs_of)
+                                     latest, linked_runs_of, new_run_id, read_config_file,
+                                     reconfigure_run, refuse_linked_run, rename_run, report_of,
+                                     run_config_of, run_dir_of, runs_of)
 
 __all__ = [
     "ExperimentError", "ExperimentSpec", "MANIFEST_TIMEOUT", "JOB_KIND", "CONTROL_FILE", "CANCEL",
@@ -46,7 +47,8 @@ __all__ = [
     "reports_in", "config_text_of", "run_config_of",
     "JournalReplay", "RecordsTail", "RunWatch",
     "Launched", "start_run", "resume_run", "pause_run", "continue_run", "stop_run", "abort_run",
-    "wait_for",
+    "wait_for", "ENDED_STATES", "check_setting", "progress_problem", "linked_runs_of",
+    "read_config_file", "refuse_linked_run", "run_dir_of",
     "load_experiments", "save_experiments", "find_experiment", "declare_experiment",
     "declarations_path",
 ]

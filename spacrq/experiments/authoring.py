@@ -61,7 +61,8 @@ from spacrq.experiments.errors import (CANCEL, JOURNAL_FILE, PLAN_FILE, PROGRESS
 from spacrq.experiments.fields import ConfigProblem, Field, resolve_config
 from spacrq.experiments.runs import check_run_id, new_run_id
 from spacrq.experiments.stepcontrol import RunStopped, StepControl
-from spacrq.runfiles import append_jsonl, read_json, read_jsonl, write_json, write_progress
+from spacrq.runfiles import (RunFileError, append_jsonl, read_json, read_jsonl, refuse_link,
+                             write_json, write_progress)
 
 __all__ = ["Step", "StepExperiment", "Field", "RunOutcome", "plan_hash", "EXIT_COMPLETED",
            "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_STOPPED"]
@@ -109,7 +110,14 @@ def _trim_torn_line(path: Path) -> None:
     Appending after it would glue the next line to the fragment and lose both.
     """
     try:
-        with open(path, "rb+") as handle:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _BadInput(f"cannot open {path}: {exc.strerror or exc}; spacrq does not write "
+                        "through links: replace it with a regular file") from None
+    try:
+        with os.fdopen(fd, "rb+") as handle:
             size = handle.seek(0, os.SEEK_END)
             if size == 0:
                 return
@@ -129,23 +137,12 @@ def _trim_torn_line(path: Path) -> None:
 
 
 def _load_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The --config file, read by spacrq's one reader of configuration files."""
+    from spacrq.experiments.runs import read_config_file
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _BadInput(f"cannot read the configuration {path}: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        try:
-            import yaml
-            doc = yaml.safe_load(text)
-        except Exception:
-            raise _BadInput(f"the configuration {path} is neither JSON nor YAML; fix it") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise _BadInput(f"the configuration {path} must be a mapping of settings")
-    return doc
+        return read_config_file(path, "configuration")
+    except ExperimentError as exc:
+        raise _BadInput(str(exc)) from None
 
 
 class StepExperiment:
@@ -197,7 +194,7 @@ class StepExperiment:
             write_progress(self.run_dir / PROGRESS_FILE, {
                 "step_id": self._step.id if self._step else None, "done": done, "total": total,
                 "detail": detail, "at": _now()})
-        except OSError:
+        except (OSError, RunFileError):
             pass
 
     def sleep(self, seconds: float) -> None:
@@ -292,15 +289,17 @@ class StepExperiment:
             digest = plan_hash(cfg, plan["steps"])
             if resume:
                 rid = check_run_id(resume)
+                refuse_link(root / rid, "run folder")
                 done = self._prepare_resume(root / rid, digest)
             else:
                 rid = check_run_id(run_id) if run_id else new_run_id(self._name())
+                refuse_link(root / rid, "run folder")  # never a run written where a link points
                 if (root / rid / JOURNAL_FILE).exists() or (root / rid / PLAN_FILE).exists():
                     raise _BadInput(f"run {rid!r} has already started; resume it or choose "
                                     "another name")
                 write_json(root / rid / PLAN_FILE, {**plan, "hash": digest})
                 done = set()
-        except (ConfigProblem, _BadInput, ExperimentError) as exc:
+        except (ConfigProblem, _BadInput, ExperimentError, RunFileError) as exc:
             return RunOutcome(resume or run_id or "", "bad_input", EXIT_BAD_INPUT, f"error: {exc}")
         self.run_id, self.run_dir = rid, root / rid
         return self._execute(steps, cfg, done, bool(resume), install_signals)

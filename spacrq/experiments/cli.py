@@ -7,13 +7,16 @@
     spacrq exp list [NAME]
     spacrq exp create NAME RUN_ID [--config FILE] [--set KEY=VALUE ...]
     spacrq exp run NAME [RUN_ID] [--config FILE] [--set KEY=VALUE ...] [--wait]
-    spacrq exp pause | continue | stop | abort NAME RUN_ID [--reason TEXT]
+    spacrq exp pause | continue | stop | abort NAME RUN_ID [--reason TEXT] [--wait]
     spacrq exp resume NAME [RUN_ID] [--wait]
     spacrq exp note NAME RUN_ID TEXT [--by WHO]
     spacrq exp status NAME [RUN_ID] [--json]
 
 Bad input is one sentence naming the fix, exit 2.  ``run --wait`` and
-``resume --wait`` exit 0 only when the run's journal says completed.
+``resume --wait`` exit 0 only when the run's journal says completed; every
+wait (``pause --wait`` and ``stop --wait`` too) ends when the run's process
+does, whatever its journal says, with exit 1 and the reason.  A run folder
+that is a symbolic link is refused by every command and listed as refused.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from typing import Any
 
 from spacrq import experiments as ex
 from spacrq.experiments.errors import ExperimentError
+from spacrq.runfiles import RunFileError, dumps, loads
+from spacrq.procs import interpreter
 
 
 def _fail(message: str):
@@ -50,16 +55,17 @@ def _run_dir(args, run_id: str | None, *, must_exist: bool = True) -> Path:
             _fail(f"experiment {spec.name!r} has no runs yet; start one with 'spacrq exp run "
                   f"{spec.name}'")
         return found
-    path = Path(spec.run_root) / ex.check_run_id(run_id)
+    path = ex.run_dir_of(spec.run_root, run_id)  # refuses a linked run folder
     if must_exist and ex.find_run(spec.run_root, run_id) is None:
         _fail(f"experiment {spec.name!r} has no run {run_id!r}; see 'spacrq exp list {spec.name}'")
     return path
 
 
 def _value(text: str) -> Any:
+    """A ``--set`` value: JSON when it reads as strict JSON (``20``, ``true``), else the text."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads(text, where="a --set value")
+    except RunFileError:
         return text
 
 
@@ -67,31 +73,18 @@ def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
     config: dict[str, Any] | None = None
     if args.config:
         path = Path(args.config).expanduser()
-        if not path.is_file():
+        if not path.exists():
             _fail(f"configuration file {path} does not exist; correct --config")
-        text = path.read_text(encoding="utf-8")
-        try:
-            config = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError:
-            try:
-                import yaml
-                config = yaml.safe_load(text) or {}
-            except Exception:
-                _fail(f"{path} is neither JSON nor YAML; fix the file")
-        if not isinstance(config, dict):
-            _fail(f"{path} must hold a mapping of settings")
+        config = ex.read_config_file(path, "--config file")
     if args.set:
         manifest = ex.read_manifest(spec)
-        known = {key for key, _ in ex.fields_of(manifest)}
         config = dict(config or {})
         for item in args.set:
             key, sep, raw = item.partition("=")
             key = key.strip()
             if not sep or not key:
                 _fail(f"--set {item!r} must be KEY=VALUE, like --set points=20")
-            if known and key not in known:
-                _fail(f"{key!r} is not a setting of {spec.name}; it takes "
-                      f"{', '.join(sorted(known))}")
+            ex.check_setting(manifest, key, _value(raw), spec.name)
             group, dot, name = key.rpartition(".")
             target = config.setdefault(group, {}) if dot else config
             if not isinstance(target, dict):
@@ -102,17 +95,26 @@ def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
 
 def _print_status(status: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(status, indent=2, default=str))
+        print(dumps(status, indent=2))
         return
     total = status.get("total") or "?"
-    print(f"{status['run_id']}: {status['state']}  {status['completed']}/{total} steps"
+    print(f"{status['run_id']}: {status['state'].replace('_', ' ')}  "
+          f"{status['completed']}/{total} steps"
           + (f", {status['failed']} failed attempts" if status.get("failed") else ""))
     for key in ("started", "ended"):
         if status.get(key):
             print(f"  {key}: {status[key]}")
-    for key in ("reason", "error", "problem", "control_problem"):
+    if status.get("owner") and status["state"] in ("running", "paused", "stopping"):
+        print(f"  run by: {status['owner']}")  # a run spacrq did not start: who has it
+    for key in ("reason", "error", "problem", "control_problem", "journal_problem"):
         if status.get(key):
-            print(f"  {key}: {status[key]}")
+            print(f"  {key.replace('_', ' ')}: {status[key]}")
+    if status.get("bad_lines"):
+        print(f"  journal: {status['bad_lines']} unreadable or malformed lines skipped")
+    for key in ("progress_problem", "records_problem"):
+        if (status.get("progress") or {}).get(key) or status.get(key):
+            print(f"  {key.replace('_', ' ')}: "
+                  f"{(status.get('progress') or {}).get(key) or status.get(key)}")
     if status.get("in_flight"):
         print(f"  step in flight: {status['in_flight'].get('step_id')}")
     progress = status.get("progress") or {}
@@ -131,11 +133,18 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def _wait(run_dir: Path) -> int:
-    final = ex.wait_for(run_dir, ("completed", "canceled", "aborted", "failed", "interrupted"),
-                        timeout=float("inf"), poll=0.25)
-    _print_status(ex.status_of(run_dir), False)
-    return 0 if final["state"] == "completed" else 1
+def _wait(run_dir: Path, until: tuple[str, ...] = ex.ENDED_STATES, ok: tuple[str, ...] = (
+        "completed",)) -> int:
+    """Wait for the run to reach ``until`` — or for its process to end, whatever the journal
+    says.  Exit 0 only in an ``ok`` state; else 1, with the reason on stderr."""
+    final = ex.wait_for(run_dir, until, timeout=float("inf"), poll=0.25)
+    _print_status(final, False)
+    if final["state"] in ok:
+        return 0
+    why = final.get("problem") or final.get("error") or final.get("reason") or ""
+    print(f"spacrq: run {run_dir.name} is {final['state']}" + (f": {why}" if why else ""),
+          file=sys.stderr)
+    return 1
 
 
 def cmd_declare(args) -> int:
@@ -149,7 +158,7 @@ def cmd_declare(args) -> int:
     name = check_name(args.name)
     root = _root(args)
     folder = root / "experiments" / name
-    spec = ex.ExperimentSpec(name, args.module, args.python or sys.executable,
+    spec = ex.ExperimentSpec(name, args.module, args.python or interpreter(),
                              str(Path(args.cwd).expanduser().resolve()) if args.cwd else str(folder),
                              env, str(Path(args.run_root).expanduser().resolve())
                              if args.run_root else str(folder / "runs"))
@@ -188,7 +197,10 @@ def cmd_list(args) -> int:
     spec = _spec(args)
     for run_dir in ex.runs_of(spec.run_root):
         status = ex.status_of(run_dir)
-        print(f"{run_dir.name}  {status['state']}  {status['completed']}/{status.get('total') or '?'}")
+        print(f"{run_dir.name}  {status['state'].replace('_', ' ')}  "
+              f"{status['completed']}/{status.get('total') or '?'}")
+    for name, why in ex.linked_runs_of(spec.run_root):
+        print(f"{name}  refused: {why}")
     return 0
 
 
@@ -222,21 +234,22 @@ def cmd_resume(args) -> int:
         print(f"run {run_id} was paused; asked it to continue")
     else:
         print(f"resumed run {run_id} (pid {launched.ref.pid}, log {launched.log})")
-    return _wait(Path(spec.run_root) / run_id) if args.wait else 0
+    return _wait(ex.run_dir_of(spec.run_root, run_id)) if args.wait else 0
 
 
 def _live_run(args) -> Path:
     run_dir = _run_dir(args, args.run_id)
     state = ex.status_of(run_dir)["state"]
-    if state not in ("running", "paused", "stopping"):
+    if state not in ("running", "paused", "stopping", "not_responding"):
         _fail(f"run {run_dir.name!r} is {state}, not running; there is nothing to {args.exp_command}")
     return run_dir
 
 
 def cmd_pause(args) -> int:
-    ex.pause_run(_live_run(args))
+    run_dir = _live_run(args)
+    ex.pause_run(run_dir)
     print("asked the run to pause before its next step")
-    return 0
+    return _wait(run_dir, ("paused", *ex.ENDED_STATES), ("paused",)) if args.wait else 0
 
 
 def cmd_continue(args) -> int:
@@ -246,9 +259,10 @@ def cmd_continue(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    ex.stop_run(_live_run(args), args.reason or "")
+    run_dir = _live_run(args)
+    ex.stop_run(run_dir, args.reason or "")
     print("asked the run to stop after the step in flight")
-    return 0
+    return _wait(run_dir, ex.ENDED_STATES, ("canceled", "completed")) if args.wait else 0
 
 
 def cmd_abort(args) -> int:
@@ -268,7 +282,8 @@ def cmd_note(args) -> int:
 def cmd_status(args) -> int:
     run_dir = _run_dir(args, args.run_id)
     status = ex.RunWatch(run_dir).refresh()
-    doc = {**status["status"], "progress": status["progress"], "notes": ex.notes_of(run_dir)}
+    doc = {**status["status"], "progress": status["progress"], "notes": ex.notes_of(run_dir),
+           "records_problem": status["records_problem"]}
     _print_status(doc, args.json)
     return 0
 
@@ -277,7 +292,7 @@ def _guarded(fn):
     def handler(args) -> int:
         try:
             return fn(args)
-        except ExperimentError as exc:
+        except (ExperimentError, RunFileError) as exc:
             _fail(str(exc))
     return handler
 
@@ -323,12 +338,16 @@ def register(subparsers) -> None:
             p.add_argument("--wait", action="store_true", help="wait; exit 0 only if it completed")
     p = add("resume", cmd_resume, "continue a run from its last committed step", "optional")
     p.add_argument("--wait", action="store_true", help="wait; exit 0 only if it completed")
-    add("pause", cmd_pause, "hold the run before its next step", "required")
+    p = add("pause", cmd_pause, "hold the run before its next step", "required")
+    p.add_argument("--wait", action="store_true", help="wait until it holds; exit 0 only then")
     add("continue", cmd_continue, "let a paused run go on", "required")
     for name, fn, text in (("stop", cmd_stop, "stop the run after the step in flight"),
                            ("abort", cmd_abort, "stop the run now, interrupting its step")):
         p = add(name, fn, text, "required")
         p.add_argument("--reason", help="why, journaled with the stop")
+        if name == "stop":
+            p.add_argument("--wait", action="store_true",
+                           help="wait until it stopped; exit 0 only then")
     p = add("note", cmd_note, "add a note to a run", "required")
     p.add_argument("text", metavar="TEXT")
     p.add_argument("--by", help="who writes it (default: the login name)")

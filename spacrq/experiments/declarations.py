@@ -22,6 +22,8 @@ __all__ = ["ExperimentSpec", "DECLARATIONS_FILE", "declarations_path", "load_exp
            "save_experiments", "find_experiment", "declare_experiment", "check_name"]
 
 DECLARATIONS_FILE = "experiments.json"
+#: Largest declarations file read: a few hundred bytes an experiment.
+_MAX_DECLARATIONS_BYTES = 4 * 1024 * 1024
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -101,8 +103,8 @@ def _spec_of(entry: Mapping[str, Any], workspace_root: Path) -> ExperimentSpec:
 
 
 def _default_python() -> str:
-    import sys
-    return sys.executable
+    from spacrq.procs import interpreter  # python, or the bundle's dispatcher
+    return interpreter()
 
 
 def load_experiments(workspace_root: str | os.PathLike) -> list[ExperimentSpec]:
@@ -112,12 +114,14 @@ def load_experiments(workspace_root: str | os.PathLike) -> list[ExperimentSpec]:
     """
     root = Path(workspace_root)
     path = declarations_path(root)
-    try:
-        doc = read_json(path, default={"experiments": []})
+    try:  # the run-file protocol's strict reader: garbage here is a sentence, never a traceback
+        doc = read_json(path, default={"experiments": []}, expect=dict,
+                        max_bytes=_MAX_DECLARATIONS_BYTES)
     except RunFileError as exc:
-        raise ExperimentError(f"{exc}; fix the file or remove it to start over") from None
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("experiments", []), list):
-        raise ExperimentError(f"{path} must be an object with an 'experiments' list")
+        raise ExperimentError(f"the experiment declarations: {exc}") from None
+    if not isinstance(doc.get("experiments", []), list):
+        raise ExperimentError(f"{path} must hold an object with an 'experiments' list; fix the "
+                              "file, or remove it and declare the experiments again")
     problems: list[str] = []
     specs: list[ExperimentSpec] = []
     seen: set[str] = set()

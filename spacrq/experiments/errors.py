@@ -42,7 +42,7 @@ TERMINAL_EVENTS = ("run_completed", "run_canceled", "run_aborted")
 
 #: Every state :func:`spacrq.experiments.status_of` can report.
 STATES = ("not_started", "created", "running", "paused", "stopping", "canceled", "aborted",
-          "interrupted", "completed", "failed")
+          "interrupted", "not_responding", "completed", "failed")
 #: States a run can be resumed from: it stopped without finishing (a live paused run
 #: "resumes" by continuing).
 RESUMABLE_STATES = ("paused", "canceled", "aborted", "interrupted", "failed")

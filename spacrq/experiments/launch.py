@@ -34,13 +34,15 @@ from spacrq.experiments.errors import (JOURNAL_FILE, PLAN_FILE, PROCESS_FILE, RU
                                        RUN_LOGS_DIR, ExperimentError)
 from spacrq.experiments.manifest import plan_digest, spec_environment
 from spacrq.experiments.replay import RunWatch, process_of, status_of
-from spacrq.experiments.runs import (check_run_id, config_text_of, create_run, created_of,
-                                     has_started, reconfigure_run, run_config_of)
+from spacrq.experiments.runs import (config_text_of, create_run, created_of, has_started,
+                                     reconfigure_run, run_config_of, run_dir_of)
 from spacrq.procs import ProcessRef, spawn_detached, stop_group
-from spacrq.runfiles import append_jsonl, read_json, write_json
+from spacrq.runfiles import (RunFileError, append_jsonl, append_text, read_json_checked,
+                             refuse_link, write_json)
 
 __all__ = ["Launched", "start_run", "resume_run", "run_argv", "pause_run", "continue_run",
-           "stop_run", "abort_run", "grace_seconds", "wait_for", "check_plan_unchanged"]
+           "stop_run", "abort_run", "grace_seconds", "wait_for", "check_plan_unchanged",
+           "ENDED_STATES"]
 
 
 def grace_seconds() -> float:
@@ -111,6 +113,12 @@ def _launch(spec: ExperimentSpec, run_dir: Path, *, resume: bool,
     log = run_dir / RUN_LOGS_DIR / f"{run_dir.name}_{stamp}.log"
     argv = run_argv(spec, run_dir, resume=resume)
     try:
+        refuse_link(run_dir, "run folder")
+        refuse_link(run_dir / RUN_LOGS_DIR, "log folder")
+        append_text(log, "")  # created here without following a link planted in its place
+    except RunFileError as exc:
+        raise ExperimentError(str(exc)) from None
+    try:
         if detached:
             popen = spawn_detached(argv, log_path=log, cwd=spec.cwd or None,
                                    env=_environment(spec, env))
@@ -142,7 +150,7 @@ def start_run(spec: ExperimentSpec, run_id: str, config: Mapping[str, Any] | Non
     A run created beforehand (``create_run``) starts with the configuration
     it was given; ``config``/``config_text`` here (re)configure it first.
     """
-    run_dir = Path(spec.run_root) / check_run_id(run_id)
+    run_dir = run_dir_of(spec.run_root, run_id)
     _check_spec(spec)
     if has_started(run_dir):
         raise ExperimentError(f"run {run_id!r} has already started; resume it, or duplicate it "
@@ -166,10 +174,7 @@ def check_plan_unchanged(spec: ExperimentSpec, run_dir: Path,
     its ``plan.json`` (someone edited it by hand), and the plan the module
     builds now (``--dry-run``) must carry the same content hash.
     """
-    try:
-        plan = read_json(run_dir / PLAN_FILE, default=None)
-    except Exception:
-        plan = None
+    plan, _ = read_json_checked(run_dir / PLAN_FILE, None, expect=dict)
     if not isinstance(plan, dict):
         raise ExperimentError(f"run {run_dir.name!r} has no readable plan.json, so there is "
                               "nothing to resume from; start a new run instead")
@@ -210,7 +215,7 @@ def resume_run(spec: ExperimentSpec, run_id: str, *, env: Mapping[str, str] | No
     returned: nothing was started).  The stale control file is cleared first,
     so yesterday's "cancel" does not stop the resumed run at its first step.
     """
-    run_dir = Path(spec.run_root) / check_run_id(run_id)
+    run_dir = run_dir_of(spec.run_root, run_id)
     if not (run_dir / JOURNAL_FILE).is_file():
         if run_dir.is_dir() and not has_started(run_dir):
             raise ExperimentError(f"run {run_id!r} has not started yet; run it instead")
@@ -221,6 +226,10 @@ def resume_run(spec: ExperimentSpec, run_id: str, *, env: Mapping[str, str] | No
         return None
     if state in ("running", "stopping"):
         raise ExperimentError(f"run {run_id!r} is {state}; it can be resumed once it has stopped")
+    if state == "not_responding":
+        raise ExperimentError(f"run {run_id!r} is not responding and spacrq cannot tell whether "
+                              "its process is still running; check on the machine that ran it, "
+                              "and resume it there once its process has ended")
     if state == "completed":
         raise ExperimentError(f"run {run_id!r} completed, so there is nothing to resume; "
                               "duplicate it to measure again")
@@ -244,9 +253,20 @@ def stop_run(run_dir: str | os.PathLike, reason: str = "") -> dict[str, Any]:
     return control.cancel(run_dir, reason)
 
 
+#: States after which a run's process has nothing more to do.
+ENDED_STATES = ("completed", "canceled", "aborted", "failed", "interrupted")
+
+
 def wait_for(run_dir: str | os.PathLike, states: tuple[str, ...], timeout: float,
              poll: float = 0.05) -> dict[str, Any]:
-    """Poll the run's status until its state is one of ``states`` or ``timeout`` passes.
+    """Poll the run's status until its state is one of ``states``, its process is
+    gone, nobody can tell whether it still runs, or ``timeout`` passes.
+
+    Whatever the journal says, a wait ends when the process does: a module
+    that exits before its first journal line, or dies mid-step, leaves a
+    journal that would otherwise be waited on forever.  ``waited`` in the
+    returned status says why it ended: ``"state"``, ``"gone"`` (with the
+    reason in ``problem``), ``"unknown"`` or ``"timeout"``.
 
     For headless callers (the CLI, the queue module, tests) — never the GUI thread.
     """
@@ -254,9 +274,29 @@ def wait_for(run_dir: str | os.PathLike, states: tuple[str, ...], timeout: float
     deadline = time.monotonic() + timeout
     while True:
         status = watch.status()
-        if status["state"] in states or time.monotonic() >= deadline:
+        if status["state"] in states:
+            status["waited"] = "state"
+            return status
+        if status.get("alive") is False or status["state"] in ("interrupted", "not_responding"):
+            status = watch.status()  # the journal's last lines, written just before the exit
+            if status["state"] in states:
+                status["waited"] = "state"
+                return status
+            status["waited"] = "unknown" if status["state"] == "not_responding" else "gone"
+            status.setdefault("problem", "")
+            if not status["problem"]:
+                status["problem"] = _gone_reason(status)
+            return status
+        if time.monotonic() >= deadline:
+            status["waited"] = "timeout"
             return status
         time.sleep(poll)
+
+
+def _gone_reason(status: Mapping[str, Any]) -> str:
+    log = status.get("log")
+    where = f"; read its log {log} for why" if log else ""
+    return f"the module's process exited while its journal says {status['state']}{where}"
 
 
 def abort_run(run_dir: str | os.PathLike, reason: str = "", *,

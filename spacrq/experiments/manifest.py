@@ -13,7 +13,6 @@ exits non-zero, is reported in one sentence with what it said.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -22,10 +21,11 @@ from typing import Any, Mapping
 
 from spacrq.experiments.declarations import ExperimentSpec
 from spacrq.experiments.errors import MANIFEST_TIMEOUT, ExperimentError
+from spacrq.runfiles import RunFileError, loads
 
 __all__ = ["read_manifest", "read_devices", "run_environment", "spec_environment", "read_dotenv",
            "ask_module",
-           "fields_of", "manifest_defaults", "plan_digest"]
+           "fields_of", "manifest_defaults", "plan_digest", "check_setting"]
 
 
 def ask_module(spec: ExperimentSpec, args: list[str], cwd: str | os.PathLike,
@@ -40,9 +40,15 @@ def ask_module(spec: ExperimentSpec, args: list[str], cwd: str | os.PathLike,
         raise ExperimentError(f"the working folder {cwd} of experiment {spec.name!r} does not "
                               "exist; create it or fix 'cwd' in its declaration")
     try:
-        return subprocess.run(argv, cwd=str(cwd) if cwd else None, env=dict(env) if env else None,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        done = subprocess.run(argv, cwd=str(cwd) if cwd else None, env=dict(env) if env else None,
+                              stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout, check=False)
+        # the bytes as printed, for the strict reader; text (bytes that are not
+        # UTF-8 shown as marks) for what is quoted back to the operator
+        done.raw_stdout = done.stdout
+        done.stdout = done.stdout.decode("utf-8", errors="replace")
+        done.stderr = done.stderr.decode("utf-8", errors="replace")
+        return done
     except subprocess.TimeoutExpired:
         raise ExperimentError(
             f"{spec.module} did not answer '{' '.join(args)}' within {timeout:g} s; check that "
@@ -61,42 +67,142 @@ def _last_words(text: str, limit: int = 200) -> str:
     return said if len(said) <= limit else said[: limit - 1] + "…"
 
 
-def _json_document(stdout: str) -> Any:
-    """The JSON document in ``stdout``, tolerating log lines printed before it."""
-    text = (stdout or "").strip()
+def _json_document(stdout: bytes | str, where: str) -> Any:
+    """The JSON document in ``stdout``, tolerating log lines printed before it.
+
+    Read by the run-file protocol's strict reader (:func:`spacrq.runfiles.loads`):
+    bytes that are not UTF-8, ``NaN``, ``1e400`` and absurd nesting are refused
+    like in any file spacrq reads.
+
+    :raises RunFileError: when no line starts a document the strict reader accepts.
+    """
+    raw = stdout.encode("utf-8") if isinstance(stdout, str) else bytes(stdout)
+    raw = raw.strip()
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    start = text.find("{")
+        return loads(raw, where=where)
+    except RunFileError as exc:
+        first = exc
+    start = raw.find(b"\n{")
     while start >= 0:
         try:
-            return json.loads(text[start:])
-        except json.JSONDecodeError:
-            start = text.find("\n{", start + 1)
-            start = start + 1 if start >= 0 else -1
-    raise ValueError("no JSON object")
+            return loads(raw[start + 1:], where=where)
+        except RunFileError:
+            start = raw.find(b"\n{", start + 1)
+    raise first
+
+
+def _refuse(spec: ExperimentSpec, reason: str) -> ExperimentError:
+    return ExperimentError(f"{spec.module} --manifest printed a manifest plesty-lib refuses: "
+                           f"{reason}; fix the module's manifest")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _field_problem(group: str, entry: Any, seen: set[str]) -> str | None:
+    """Why one field declaration is not one plesty-lib's ``Manifest`` would rebuild, or None."""
+    if not isinstance(entry, dict):
+        return f"schema group {group!r}: a parameter must be a mapping"
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return f"schema group {group!r}: a parameter has no 'name'"
+    if name in seen:
+        return f"{group}.{name} is declared twice"
+    seen.add(name)
+    for key in ("dtype", "unit", "description"):
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return f"{group}.{name} has a {key!r} that is not text"
+    for key in ("min_value", "max_value"):
+        if entry.get(key) is not None and not _is_number(entry[key]):
+            return f"{group}.{name} has a {key!r} that is not a number"
+    low, high = entry.get("min_value"), entry.get("max_value")
+    if _is_number(low) and _is_number(high) and low > high:
+        return f"{group}.{name} has a min_value above its max_value"
+    if entry.get("options") is not None and not isinstance(entry["options"], list):
+        return f"{group}.{name} has 'options' that are not a list"
+    for key in ("read_only", "write_only"):
+        if entry.get(key) is not None and not isinstance(entry[key], bool):
+            return f"{group}.{name} has a {key!r} that is not true or false"
+    return None
+
+
+def _schema_of(doc: dict[str, Any], spec: ExperimentSpec) -> dict[str, list[dict[str, Any]]]:
+    """The manifest's fields as ``{group: [field, ...]}``, checked as plesty-lib checks them.
+
+    ``schema`` is plesty-lib's spelling; ``fields`` (a list of declarations, or
+    groups of them) is accepted too, never a number or text in its place.
+    """
+    groups: dict[str, Any] = {}
+    schema = doc.get("schema")
+    if schema is not None:
+        if not isinstance(schema, dict):
+            raise _refuse(spec, "'schema' must be a mapping of group to parameters")
+        groups.update(schema)
+    fields = doc.get("fields")
+    if fields is not None:
+        if isinstance(fields, list):
+            fields = {"default": fields}
+        if not isinstance(fields, dict):
+            raise _refuse(spec, "'fields' must be a list of field declarations, or a mapping "
+                                "of group to such lists")
+        for group, entries in fields.items():
+            if group in groups:
+                raise _refuse(spec, f"group {group!r} is declared in both 'schema' and 'fields'")
+            groups[group] = entries
+    out: dict[str, list[dict[str, Any]]] = {}
+    for group, entries in groups.items():
+        if not isinstance(entries, list):
+            raise _refuse(spec, f"schema group {group!r} must be a list of parameters")
+        seen: set[str] = set()
+        for entry in entries:
+            problem = _field_problem(str(group), entry, seen)
+            if problem:
+                raise _refuse(spec, problem)
+        out[str(group)] = [dict(e) for e in entries]
+    return out
 
 
 def _checked_manifest(doc: Any, spec: ExperimentSpec) -> dict[str, Any]:
+    """The manifest, refused as strictly as plesty-lib's ``Manifest.from_dict`` refuses it.
+
+    The module must name itself (plesty-lib: "a manifest needs the module it
+    runs"); the fields must be groups of declarations with a name each, no
+    name twice in a group, and every attribute of the type it has there;
+    environment entries need a ``name`` and options a ``flag``.
+    """
     if not isinstance(doc, dict):
-        raise ExperimentError(f"{spec.module} --manifest printed a {type(doc).__name__}, not a "
-                              "manifest object; it must print the module's declaration as JSON")
-    schema = doc.get("schema", {}) or {}
-    if not isinstance(schema, dict) or not all(isinstance(v, list) for v in schema.values()):
-        raise ExperimentError(f"{spec.module} --manifest printed a 'schema' that is not groups of "
-                              "field lists; fix the module's manifest")
-    for group, fields in schema.items():
-        for entry in fields:
-            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                raise ExperimentError(f"{spec.module} --manifest declares a field without a name "
-                                      f"in group {group!r}; fix the module's manifest")
-    doc.setdefault("module", spec.module)
-    doc.setdefault("title", spec.name)
+        raise ExperimentError(f"{spec.module} --manifest printed {_kind(doc)}, not a manifest "
+                              "object; it must print the module's declaration as JSON")
+    module = doc.get("module")
+    if not isinstance(module, str) or not module.strip():
+        raise _refuse(spec, "a manifest needs the module it runs ('module' is missing)")
+    if doc.get("title") is not None and not isinstance(doc["title"], str):
+        raise _refuse(spec, "'title' must be text")
+    schema = _schema_of(doc, spec)
+    for key, need in (("environment", "name"), ("options", "flag")):
+        entries = doc.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise _refuse(spec, f"{key!r} must be a list")
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get(need), str) \
+                    or not entry[need]:
+                what = "environment entry" if key == "environment" else "option entry"
+                raise _refuse(spec, f"{what} has no {need!r}")
+    doc.pop("fields", None)
     doc["schema"] = schema
-    doc.setdefault("environment", [])
-    doc.setdefault("options", [])
+    if not doc.get("title"):
+        doc["title"] = spec.name
+    doc["environment"] = doc.get("environment") or []
+    doc["options"] = doc.get("options") or []
     return doc
+
+
+def _kind(doc: Any) -> str:
+    return {list: "a list", str: "text", bool: "true or false", int: "a number",
+            float: "a number", type(None): "null"}.get(type(doc), type(doc).__name__)
 
 
 def read_manifest(spec: ExperimentSpec, python: str | os.PathLike | None = None,
@@ -119,12 +225,13 @@ def read_manifest(spec: ExperimentSpec, python: str | os.PathLike | None = None,
         raise ExperimentError(f"{spec.module} --manifest exited with code {done.returncode} "
                               f"saying: {_last_words(done.stderr or done.stdout)}; fix the module "
                               "or its environment")
+    where = f"the output of {spec.module} --manifest"
     try:
-        doc = _json_document(done.stdout)
-    except ValueError:
-        raise ExperimentError(f"{spec.module} --manifest printed no manifest (it said: "
-                              f"{_last_words(done.stdout)}); is {spec.module!r} an experiment "
-                              "module?") from None
+        doc = _json_document(getattr(done, "raw_stdout", done.stdout), where)
+    except RunFileError as exc:
+        raise ExperimentError(f"{spec.module} --manifest printed no manifest spacrq can read "
+                              f"({exc}; it said: {_last_words(done.stdout)}); is "
+                              f"{spec.module!r} an experiment module?") from None
     return _checked_manifest(doc, spec)
 
 
@@ -144,8 +251,9 @@ def read_devices(spec: ExperimentSpec, python: str | os.PathLike | None, cwd: st
         raise ExperimentError(f"{spec.module} --devices exited with code {done.returncode} saying: "
                               f"{_last_words(done.stderr or done.stdout)}")
     try:
-        doc = _json_document(done.stdout)
-    except ValueError:
+        doc = _json_document(getattr(done, "raw_stdout", done.stdout),
+                             f"the output of {spec.module} --devices")
+    except RunFileError:
         doc = None
     if not isinstance(doc, dict) or "devices" not in doc:
         raise ExperimentError(f"{spec.module} --devices printed no device list; it must print "
@@ -243,3 +351,36 @@ def manifest_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
         else:
             config.setdefault(group, {}).update(values)
     return config
+
+
+def check_setting(manifest: Mapping[str, Any], key: str, value: Any, who: str = "") -> None:
+    """Refuse a ``--set KEY=VALUE`` the manifest does not declare, or a value its field refuses.
+
+    Always checked: a module that declares no fields takes no settings, so
+    nothing passes unchecked.  The value is checked for the plain types
+    (``int``, ``float``, ``str``, ``bool``, with bounds and options); a field of
+    another type (``yaml``, a union) is the module's to check.
+
+    :raises ExperimentError: one sentence naming the setting and the fix.
+    """
+    from spacrq.experiments.fields import Field
+    who = who or str(manifest.get("title") or manifest.get("module") or "this experiment")
+    declared = dict(fields_of(manifest))
+    if key not in declared:
+        if not declared:
+            raise ExperimentError(f"{who} declares no settings, so {key!r} cannot be set; "
+                                  "remove --set")
+        raise ExperimentError(f"{key!r} is not a setting of {who}; it takes "
+                              f"{', '.join(sorted(declared))}")
+    entry = declared[key]
+    dtype = entry.get("dtype")
+    if dtype not in ("int", "float", "str", "bool"):
+        return
+    group, _, name = key.rpartition(".")
+    try:
+        field = Field(name, dtype, unit=entry.get("unit"), min_value=entry.get("min_value"),
+                      max_value=entry.get("max_value"), options=entry.get("options"),
+                      group=group or "default")
+        field.coerce(value)
+    except ValueError as exc:
+        raise ExperimentError(f"{exc}; fix --set {key}") from None

@@ -2,21 +2,27 @@
 
 Plain text, so a note is readable with ``cat`` on the bench PC years later;
 each note starts with a mark line ``--- <ISO time> by <who>`` and keeps its
-own blank lines.  A text line that itself begins with the mark is escaped
+own blank lines.  A note is appended without following a link: a
+``notes.txt`` (or run folder) that is a symbolic link is refused in one
+sentence rather than written where it points.  A text line that itself begins with the mark is escaped
 with a backslash, so no note can forge the start of another.
 """
 from __future__ import annotations
 
 import os
 import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from spacrq.experiments.errors import NOTE_MARK, NOTES_FILE, ExperimentError
+from spacrq.runfiles import RunFileError, append_text, refuse_link
 
 __all__ = ["add_note", "notes_of"]
 
+#: Most of a notes file shown: a year of notes is far less; a planted file is cut.
+MAX_NOTES_BYTES = 4 * 1024 * 1024
 _HEADER = re.compile(r"^--- (\S+) by (.*)$")
 
 
@@ -36,24 +42,24 @@ def add_note(run_dir: str | os.PathLike, text: str, by: str, when: Any = None) -
              for ln in body.split("\n")]
     entry = f"{NOTE_MARK}{moment.isoformat(timespec='seconds')} by {author}\n" + "\n".join(lines) + "\n"
     path = Path(run_dir) / NOTES_FILE
+    try:
+        refuse_link(run_dir, "run folder")
+    except RunFileError as exc:
+        raise ExperimentError(str(exc)) from None
     if not Path(run_dir).is_dir():
         raise ExperimentError(f"there is no run folder {run_dir}; was the run renamed or removed?")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, entry.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_text(path, entry)  # one write, fsync'd, never through a link at notes.txt
+    except RunFileError as exc:
+        raise ExperimentError(str(exc)) from None
     except OSError as exc:
         raise ExperimentError(f"could not write the note to {path}: {exc.strerror or exc}") from None
 
 
 def notes_of(run_dir: str | os.PathLike) -> list[dict[str, str]]:
     """The run's notes, oldest first: each ``{"at", "by", "text"}``; ``[]`` without a file."""
-    try:
-        text = (Path(run_dir) / NOTES_FILE).read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError):
+    text = _notes_text(Path(run_dir) / NOTES_FILE)
+    if not text:
         return []
     notes: list[dict[str, str]] = []
     current: dict[str, Any] | None = None
@@ -72,6 +78,26 @@ def notes_of(run_dir: str | os.PathLike) -> list[dict[str, str]]:
     if current is not None:
         notes.append(_finish(current))
     return [n for n in notes if n["text"] or n["at"]]
+
+
+def _notes_text(path: Path) -> str:
+    """The notes file as text: a regular file only (a FIFO never blocks), the last
+    :data:`MAX_NOTES_BYTES` of it, bytes that are not UTF-8 shown as replacement marks."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        start = max(0, st.st_size - MAX_NOTES_BYTES)
+        data = os.pread(fd, MAX_NOTES_BYTES, start)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
 
 
 def _is_time(text: str) -> bool:

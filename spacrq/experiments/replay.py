@@ -17,11 +17,17 @@ Two things are better than PLESTY's reading:
   nothing about whether anybody is still running it.  spacrq records the
   process it started (pid and start time, ``spacrq-process.json``); when that
   process is gone the run reads ``interrupted`` — and is resumable — instead
-  of "running" forever.
+  of "running" forever.  A run started elsewhere has its owner looked for
+  (:mod:`spacrq.experiments.owner`); when nobody can tell, it reads
+  ``not_responding`` with the age of its journal's last line.
+* **Checked before folded.**  A journal line whose fields have the wrong
+  types (a step named by a list, a count that is text) is skipped and
+  counted, and only steps of the plan count as done.
 
 States: ``not_started``, ``created``, ``running``, ``paused``, ``stopping``
 (a stop was asked and not yet honoured), ``canceled``, ``aborted``,
-``interrupted``, ``completed``, ``failed`` (a step kept failing).
+``interrupted``, ``not_responding`` (no owner can be found or ruled out),
+``completed``, ``failed`` (a step kept failing).
 """
 from __future__ import annotations
 
@@ -35,18 +41,69 @@ from typing import Any, Iterable, Mapping
 from spacrq.experiments.control import asked
 from spacrq.experiments.errors import (ABORT, CANCEL, CREATED_FILE, JOURNAL_FILE, PLAN_FILE,
                                        PROCESS_FILE, PROGRESS_FILE, RECORDS_FILE,
-                                       RESUMABLE_STATES)
+                                       RESUMABLE_STATES, TERMINAL_EVENTS)
+from spacrq.experiments.owner import Owner, owner_of
 from spacrq.procs import ProcessRef
-from spacrq.runfiles import JsonlTail, RunFileError, control_problem, read_json, read_progress
+from spacrq.runfiles import (JsonlTail, RunFileError, control_problem, read_json,
+                             read_json_checked)
 
 __all__ = ["JournalReplay", "RecordsTail", "RunWatch", "status_of", "progress_of", "steps_of",
-           "records_of", "reports_in", "resumable", "is_resumable", "process_of", "record_row"]
+           "records_of", "reports_in", "resumable", "is_resumable", "process_of", "record_row",
+           "progress_problem"]
 
 #: Events whose time the fold needs (the rest are not parsed for it).
 _TIMED = frozenset({"run_started", "step_started", "step_completed", "run_completed",
                     "run_canceled", "run_aborted"})
+#: Largest progress snapshot read: a step's few numbers, never megabytes.
+_MAX_PROGRESS_BYTES = 1024 * 1024
 #: How many recent step durations the ETA is averaged over.
 _ETA_WINDOW = 50
+
+
+#: Events whose fields are checked by type before they are folded.
+_CHECKED = frozenset({"run_started", "step_started", "step_completed", "step_failed",
+                      "step_aborted", "report", "run_completed", "run_canceled", "run_aborted"})
+_STEP_EVENTS = frozenset({"step_started", "step_completed", "step_failed", "step_aborted"})
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _malformed(event: Mapping[str, Any]) -> str | None:
+    """Why a journal event cannot be folded (a field of the wrong type), or None.
+
+    The journal is the run's own record, but anything may have written a
+    line of it: a line that names a step by a number, a list or nothing is
+    not a step done.
+    """
+    name = event["event"]
+    ts = event.get("ts")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (str, int, float))):
+        return "has a 'ts' that is not a time"
+    if name in _STEP_EVENTS:
+        step_id = event.get("step_id")
+        if not isinstance(step_id, str) or not step_id:
+            return "names no step (its 'step_id' is not text)"
+        if event.get("index") is not None and not _count(event.get("index")):
+            return "has an 'index' that is not a step number"
+        if event.get("attempt") is not None and not _count(event.get("attempt")):
+            return "has an 'attempt' that is not a count"
+    if name == "run_started":
+        if event.get("total_steps") is not None and not _count(event.get("total_steps")):
+            return "has a 'total_steps' that is not a count"
+        if event.get("provenance") is not None and not isinstance(event.get("provenance"), Mapping):
+            return "has a 'provenance' that is not an object"
+    if name == "report" and not isinstance(event.get("text"), str):
+        return "holds no report text"
+    if name in TERMINAL_EVENTS and not all(_text_or_none(event.get(k))
+                                           for k in ("reason", "error", "by")):
+        return "has a 'reason', 'error' or 'by' that is not text"
+    return None
 
 
 def _epoch(ts: Any) -> float | None:
@@ -71,6 +128,10 @@ class JournalReplay:
     def __init__(self) -> None:
         self.events = 0
         self.completed_ids: set[str] = set()
+        self.started_ids: set[str] = set()
+        #: the plan's step ids when known (:meth:`know_plan` sets them): only those count
+        self.known_ids: frozenset[str] | None = None
+        self._counted = 0  # completed ids that count, kept as lines are folded
         self.failed = 0
         self.reports: list[str] = []
         self.started: float | None = None
@@ -79,6 +140,8 @@ class JournalReplay:
         self.ended_ts: str | None = None
         self.provenance: dict[str, Any] = {}
         self.last_event: dict[str, Any] | None = None
+        self.last_start: dict[str, Any] | None = None
+        self.last_start_at: float | None = None
         self.terminal: dict[str, Any] | None = None
         self.paused = False
         self.total_steps: int | None = None
@@ -86,6 +149,9 @@ class JournalReplay:
         self.in_flight: dict[str, Any] | None = None
         self.last_failure: dict[str, Any] | None = None
         self.stretch_started: float | None = None
+        #: events of the right name whose fields have the wrong types: skipped, not folded
+        self.bad_events = 0
+        self.last_bad: str | None = None
         self._durations: deque[float] = deque(maxlen=_ETA_WINDOW)
 
     def feed(self, events: Iterable[Mapping[str, Any]]) -> None:
@@ -93,8 +159,23 @@ class JournalReplay:
             if type(event) is dict or isinstance(event, Mapping):  # the common case without the ABC check
                 self._fold(event)
 
+    def _refuse(self, event: Mapping[str, Any], why: str) -> None:
+        self.bad_events += 1
+        self.last_bad = f"a {str(event.get('event'))[:40]!s} line of the journal {why}; skipped"
+
     def _fold(self, event: Mapping[str, Any]) -> None:
         name = event.get("event")
+        if name in _STEP_EVENTS:  # most lines: checked inline, the full check only when odd
+            sid, idx, att = event.get("step_id"), event.get("index"), event.get("attempt")
+            plain = (type(sid) is str and sid != "" and type(event.get("ts")) is str
+                     and (idx is None or (type(idx) is int and idx >= 0))
+                     and (att is None or (type(att) is int and att >= 0)))
+            why = None if plain else _malformed(event)
+        else:
+            why = _malformed(event) if name in _CHECKED else None
+        if why is not None:
+            self._refuse(event, why)
+            return
         self.events += 1
         self.last_event = event if isinstance(event, dict) else dict(event)
         at = _epoch(event.get("ts")) if name in _TIMED else None
@@ -103,21 +184,30 @@ class JournalReplay:
             if self.started is None:
                 self.started, self.started_ts = at, event.get("ts")
             self.stretch_started = at
+            self.last_start, self.last_start_at = self.last_event, at
             self.terminal, self.ended, self.ended_ts = None, None, None
             self.paused = False
             self.in_flight = None
             if isinstance(event.get("provenance"), Mapping):
                 self.provenance = dict(event["provenance"])
-            if isinstance(event.get("total_steps"), int):
+            if _count(event.get("total_steps")):
                 self.total_steps = event["total_steps"]
         elif name == "step_started":
+            step_id = event["step_id"]
+            if step_id not in self.started_ids:
+                self.started_ids.add(step_id)
+                if self.known_ids is None and step_id in self.completed_ids:
+                    self._counted += 1
             self.in_flight = {"step_id": event.get("step_id"), "index": event.get("index"),
                               "op": event.get("op"), "started": at,
                               "attempt": event.get("attempt")}
         elif name == "step_completed":
-            step_id = event.get("step_id")
-            if step_id is not None:
-                self.completed_ids.add(str(step_id))
+            step_id = event["step_id"]
+            if step_id not in self.completed_ids:
+                self.completed_ids.add(step_id)
+                known = self.known_ids if self.known_ids is not None else self.started_ids
+                if step_id in known:
+                    self._counted += 1
             flight = self.in_flight
             if flight and flight.get("step_id") == step_id and flight.get("started") and at:
                 self._durations.append(max(0.0, at - flight["started"]))
@@ -142,7 +232,20 @@ class JournalReplay:
 
     @property
     def completed(self) -> int:
-        return len(self.completed_ids)
+        """Steps completed: distinct ids of a started step (or of the plan, once known).
+
+        A line naming a step never started (or, with :meth:`know_plan`, one the
+        plan does not hold) is not a step done, so "16 of 15" cannot be read.
+        """
+        return self._counted
+
+    def know_plan(self, ids: frozenset[str] | None) -> None:
+        """Count only the steps of this plan from now on (``None``: the steps started)."""
+        if ids is self.known_ids:
+            return  # the same plan as before: the count stands (no pass over the steps)
+        self.known_ids = ids
+        known = ids if ids is not None else self.started_ids
+        self._counted = len(self.completed_ids & known)
 
     def journal_state(self) -> str:
         """The state the journal alone says: ``not_started`` before any event."""
@@ -182,7 +285,19 @@ class JournalReplay:
             "error": terminal.get("error") or "",
             "stopped_by": terminal.get("by") or "",
             "last_failure": self.last_failure,
+            "bad_events": self.bad_events,
         }
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "at an unknown time"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min ago"
 
 
 def record_row(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,11 +328,14 @@ class RecordsTail:
     def __init__(self, run_dir: str | os.PathLike) -> None:
         self.tail = JsonlTail(Path(run_dir) / RECORDS_FILE)
         self.records: list[dict[str, Any]] = []
+        #: why the last unreadable line was skipped (naming the file), or ""
+        self.problem = ""
 
     def refresh(self) -> tuple[list[dict[str, Any]], bool]:
         """``(new records, restarted)``; restarted means the file was replaced."""
         new = [r for r in self.tail.read() if isinstance(r, dict)]
         restarted = self.tail.restarted
+        self.problem = self.tail.last_problem or ""
         if restarted:
             self.records = []
         self.records.extend(new)
@@ -245,6 +363,7 @@ class RunWatch:
         self.replay = JournalReplay()
         self.records = RecordsTail(self.run_dir)
         self._plan_total: int | None = None
+        self._plan_ids: frozenset[str] | None = None
         self._plan_stamp: tuple[int, int] | None = None
 
     @property
@@ -252,22 +371,28 @@ class RunWatch:
         """Bytes of journal and records read so far (the bench shows only new ones are)."""
         return self.journal_tail.offset + self.records.tail.offset
 
-    def _plan_length(self) -> int | None:
+    def _plan_steps(self) -> tuple[int | None, frozenset[str] | None]:
+        """The plan's length and step ids (``None`` for both without a readable plan)."""
         path = self.run_dir / PLAN_FILE
         try:
             st = path.stat()
         except OSError:
-            return None
+            return None, None
         stamp = (st.st_ino, st.st_mtime_ns)
         if stamp != self._plan_stamp:
             self._plan_stamp = stamp
-            try:
-                plan = read_json(path, default=None)
-                steps = plan.get("steps") if isinstance(plan, dict) else None
-                self._plan_total = len(steps) if isinstance(steps, list) else None
-            except RunFileError:
-                self._plan_total = None
-        return self._plan_total
+            plan, _ = read_json_checked(path, None, expect=dict)
+            steps = plan.get("steps") if isinstance(plan, dict) else None
+            if isinstance(steps, list):
+                self._plan_total = len(steps)
+                self._plan_ids = frozenset(s["id"] for s in steps
+                                           if isinstance(s, dict) and isinstance(s.get("id"), str))
+            else:
+                self._plan_total, self._plan_ids = None, None
+        return self._plan_total, self._plan_ids
+
+    def _plan_length(self) -> int | None:
+        return self._plan_steps()[0]
 
     def _read_journal(self) -> None:
         events = self.journal_tail.read()
@@ -275,13 +400,40 @@ class RunWatch:
             self.replay = JournalReplay()
         self.replay.feed(events)
 
+    def _journal_age(self) -> float | None:
+        try:
+            return max(0.0, time.time() - (self.run_dir / JOURNAL_FILE).stat().st_mtime)
+        except OSError:
+            return None
+
+    def _owner(self, process: Mapping[str, Any] | None) -> tuple[str, Owner | None]:
+        """Whether the run's process lives: ``("alive" | "gone" | "unknown", owner)``.
+
+        The live process spacrq recorded settles it.  Once that one is gone,
+        the run may have been resumed elsewhere since (plesty's console, a
+        terminal), so the other ways are asked before it is called gone.
+        """
+        ref = ProcessRef.from_dict(process)
+        if ref is not None and ref.alive():
+            return "alive", None
+        found = owner_of(self.run_dir, self.replay.last_start, self.replay.last_start_at)
+        if found.verdict == "gone" and ref is not None:
+            return "gone", None  # said with the pid and log spacrq recorded
+        return found.verdict, found
+
     def status(self) -> dict[str, Any]:
         """The run's status, the journal folded with what the process and control file say."""
         self._read_journal()
         status = self.replay.status()
         status["run_id"] = self.run_dir.name
-        status["total"] = status.get("total") or self._plan_length()
-        status["bad_lines"] = self.journal_tail.bad_lines
+        status["total"] = total = status.get("total") or self._plan_length()
+        if total is not None and status["completed"] > total:
+            # more steps done than the run has: only the plan's own steps count (the plan
+            # is read for its ids only then: a 100 000-step plan is megabytes)
+            self.replay.know_plan(self._plan_steps()[1])
+            status["completed"] = min(self.replay.completed, total)
+        status["bad_lines"] = self.journal_tail.bad_lines + self.replay.bad_events
+        status["journal_problem"] = self.replay.last_bad or self.journal_tail.last_problem or ""
         status["asked"] = asked(self.run_dir)
         status["control_problem"] = control_problem(self.run_dir) or ""
         process = process_of(self.run_dir)
@@ -301,12 +453,36 @@ class RunWatch:
                 status["problem"] = ("the module exited before its run started; read its log "
                                      f"{status['log']} for why")
         elif state in ("running", "paused"):
-            if ref is not None and not alive:
+            verdict, owner = (("alive", None) if alive else self._owner(process))
+            if owner is not None:
+                status["pid"], status["owner"] = owner.pid, owner.how
+                status["alive"] = {"alive": True, "gone": False}.get(verdict)
+            if verdict == "gone":
+                said = state
                 state = "interrupted"
+                if owner is not None:
+                    status["problem"] = (f"the process running it is gone ({owner.how}); "
+                                         "resume it to carry on from its last committed step")
+                else:
+                    log = f"; read its log {status['log']}" if status.get("log") else ""
+                    status["problem"] = (f"its process (pid {ref.pid if ref else '?'}) exited "
+                                         f"while its journal says {said}{log}; resume it to "
+                                         "carry on from its last committed step")
+            elif verdict == "unknown":
+                state = "not_responding"
+                age = self._journal_age()
+                status["silent_s"] = age
+                status["problem"] = (f"cannot tell whether its process is still running "
+                                     f"({owner.how if owner else 'no process recorded'}); its "
+                                     f"journal last changed {_ago(age)}")
             elif status["asked"].get("stop") in (CANCEL, ABORT):
                 state = "stopping"
-        elif ref is not None and alive and launched and (status["ended_at"] or 0) < launched:
-            state = "running"  # resumed: the new process has not journaled run_started yet
+        elif ref is not None and launched and (status["ended_at"] or 0) < launched:
+            if alive:
+                state = "running"  # resumed: the new process has not journaled run_started yet
+            else:
+                status["problem"] = ("the module exited before its resumed run started; read "
+                                     f"its log {status['log']} for why")
         status["state"] = state
         status["resumable"] = state in RESUMABLE_STATES
         return status
@@ -328,9 +504,10 @@ class RunWatch:
         last_ts = (status.get("last_event") or {}).get("ts")
         end = time.time() if live else (status.get("ended_at") or _epoch(last_ts))
         flight = status.get("in_flight") or {}
-        step = None
+        step, problem = None, None
         if live and flight:  # progress.json speaks only for the step in flight
-            step = read_progress(self.run_dir / PROGRESS_FILE)
+            step, problem = read_json_checked(self.run_dir / PROGRESS_FILE, None, expect=dict,
+                                              max_bytes=_MAX_PROGRESS_BYTES)
             if step is not None and step.get("step_id") not in (None, flight.get("step_id")):
                 step = None
         return {
@@ -344,6 +521,7 @@ class RunWatch:
             "eta_s": (step_s * remaining) if (step_s is not None and remaining and live) else None,
             "in_flight": flight or None,
             "step": step,
+            "progress_problem": problem or "",
         }
 
     def refresh(self) -> dict[str, Any]:
@@ -358,6 +536,7 @@ class RunWatch:
             "new_records": new,
             "records_restarted": restarted,
             "record_count": len(self.records.records),
+            "records_problem": self.records.problem,
         }
 
 
@@ -369,7 +548,16 @@ def status_of(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def progress_of(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     """What the step in flight last said about itself (``progress.json``); ``None`` if nothing."""
-    return read_progress(Path(run_dir) / PROGRESS_FILE)
+    doc, _ = read_json_checked(Path(run_dir) / PROGRESS_FILE, None, expect=dict,
+                               max_bytes=_MAX_PROGRESS_BYTES)
+    return doc
+
+
+def progress_problem(run_dir: str | os.PathLike) -> str | None:
+    """Why ``progress.json`` cannot be read (one sentence naming it), or None."""
+    _, problem = read_json_checked(Path(run_dir) / PROGRESS_FILE, None, expect=dict,
+                                   max_bytes=_MAX_PROGRESS_BYTES)
+    return problem
 
 
 def steps_of(run_dir: str | os.PathLike) -> list[dict[str, Any]]:

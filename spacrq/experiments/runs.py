@@ -10,9 +10,10 @@ that configuration), and the answer is to duplicate the run instead.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import stat
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +21,17 @@ from typing import Any
 
 from spacrq.experiments.errors import (CREATED_FILE, JOURNAL_FILE, PLAN_FILE, RUN_CONFIG_FILE,
                                        RUN_LOGS_DIR, RUN_REPORT_FILE, ExperimentError)
-from spacrq.runfiles import RunFileError, read_json, write_json, write_text
+from spacrq.runfiles import (RunFileError, dumps, loads, read_json, read_json_checked,
+                             refuse_link, safe_name, write_json, write_text)
 
 __all__ = ["check_run_id", "new_run_id", "runs_of", "created_of", "create_run", "has_started",
            "rename_run", "reconfigure_run", "duplicate_run", "report_of", "keep_log", "kept_log",
-           "latest", "find_run", "config_text_of", "run_config_of", "run_dir_of"]
+           "latest", "find_run", "config_text_of", "run_config_of", "run_dir_of", "read_config_file",
+           "refuse_linked_run", "linked_runs_of"]
 
 _ALLOWED_PUNCT = "._-"
+#: Largest configuration file read: settings, not data.
+_MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def check_run_id(text: str) -> str:
@@ -39,6 +44,11 @@ def check_run_id(text: str) -> str:
     name = str(text if text is not None else "").strip()
     if not name:
         raise ExperimentError("a run id cannot be empty; type a name such as 'scan_20260101-0900'")
+    try:
+        safe_name(name, "a run id")  # the run-file protocol's rule first: never a path
+    except RunFileError:
+        raise ExperimentError(f"a run id is one folder name, not a path: {text!r}; "
+                              "remove '/', '\\' and '..'") from None
     if name in (".", "..") or any(sep in name for sep in ("/", "\\", os.sep)) or ".." in name:
         raise ExperimentError(f"a run id is one folder name, not a path: {text!r}; "
                               "remove '/', '\\' and '..'")
@@ -58,8 +68,42 @@ def new_run_id(name: str, when: datetime | None = None) -> str:
 
 
 def run_dir_of(run_root: str | os.PathLike, run_id: str) -> Path:
-    """The directory of ``run_id`` under ``run_root``; the id is checked first."""
-    return Path(run_root) / check_run_id(run_id)
+    """The directory of ``run_id`` under ``run_root``; the id is checked first.
+
+    :raises ExperimentError: for an id that is not one folder name, and for a
+        run folder that is a symbolic link: every command refuses it alike
+        (``exp list`` shows it refused), so nothing is written where it points.
+    """
+    path = Path(run_root) / check_run_id(run_id)
+    refuse_linked_run(path)
+    return path
+
+
+def refuse_linked_run(path: str | os.PathLike) -> Path:
+    """``path``, or :class:`ExperimentError` when the run folder is a symbolic link."""
+    try:
+        return refuse_link(path, "run folder")
+    except RunFileError as exc:
+        raise ExperimentError(str(exc)) from None
+
+
+def linked_runs_of(run_root: str | os.PathLike) -> list[tuple[str, str]]:
+    """Entries of the run root that are symbolic links to run folders: ``(name, why)``.
+
+    Not runs spacrq reads or writes; listed so ``exp list`` says why they are missing.
+    """
+    try:
+        entries = list(os.scandir(run_root))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+    out = []
+    for entry in entries:
+        if entry.is_symlink() and _is_run(Path(entry.path)):
+            try:
+                refuse_link(entry.path, "run folder")
+            except RunFileError as exc:
+                out.append((entry.name, str(exc)))
+    return sorted(out, reverse=True)
 
 
 def _is_run(path: Path) -> bool:
@@ -91,7 +135,7 @@ def find_run(run_root: str | os.PathLike, run_id: str | None) -> Path | None:
     """The run ``run_id`` names (created-but-not-started counts), or the newest one."""
     if run_id is None:
         return latest(run_root)
-    path = run_dir_of(run_root, run_id)
+    path = run_dir_of(run_root, run_id)  # refuses a linked run folder
     return path if path.is_dir() and _is_run(path) else None
 
 
@@ -116,29 +160,85 @@ def config_text_of(config: dict[str, Any]) -> str:
     Written as JSON, which every YAML 1.2 reader reads, so spacrq needs no
     YAML writer and the file means the same in every interpreter.
     """
-    return json.dumps(config, indent=2, sort_keys=False, default=str) + "\n"
+    return dumps(config, indent=2) + "\n"
+
+
+def read_config_file(path: str | os.PathLike, what: str = "configuration file") -> dict[str, Any]:
+    """A configuration file (JSON or YAML) as a mapping; ``{}`` for an empty file.
+
+    JSON is read by the run-file protocol's strict reader.  A file that looks
+    like JSON (it starts with ``{`` or ``[``) must be valid JSON: YAML would
+    read ``NaN`` or a torn object as text and the run would start on nonsense.
+    Other text is read as YAML when PyYAML is there.
+
+    :raises ExperimentError: naming the file and the fix, for anything that
+        is not a mapping of settings.
+    """
+    target = Path(path)
+    raw = _read_small(target, what)
+    if not raw.strip():
+        return {}
+    try:
+        doc = loads(raw, where=target)
+    except RunFileError as exc:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is None or text.lstrip().startswith(("{", "[", '"')):
+            raise ExperimentError(f"{exc}; the {what} must be JSON or YAML") from None
+        doc = _yaml(text, target, what)
+        if doc is None:  # a YAML file of comments only: no settings
+            return {}
+    if not isinstance(doc, dict):
+        raise ExperimentError(f"{target} holds {_kind(doc)}, not a mapping of settings; "
+                              f"fix the {what}")
+    return doc
+
+
+def _kind(doc: Any) -> str:
+    return {list: "a list", str: "text", bool: "true or false", int: "a number",
+            float: "a number", type(None): "null"}.get(type(doc), type(doc).__name__)
+
+
+def _read_small(target: Path, what: str) -> bytes:
+    """The bytes of a regular file of at most :data:`_MAX_CONFIG_BYTES` (a FIFO never blocks)."""
+    try:
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ExperimentError(f"could not read the {what} {target}: {exc.strerror or exc}; "
+                              "check the path") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ExperimentError(f"{target} is not a regular file; give a {what} there")
+        if st.st_size > _MAX_CONFIG_BYTES:
+            raise ExperimentError(f"{target} is {st.st_size:,} bytes, too large for a {what}; "
+                                  "give the settings file, not data")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(_MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ExperimentError(f"could not read the {what} {target}: {exc.strerror or exc}; "
+                              "check the path") from None
+    finally:
+        os.close(fd)
+
+
+def _yaml(text: str, target: Path, what: str) -> Any:
+    try:
+        import yaml
+        return yaml.safe_load(text)
+    except Exception:  # no PyYAML, or YAML it cannot read (RecursionError included)
+        raise ExperimentError(f"{target} is neither JSON nor YAML; fix the {what} or "
+                              "replace it") from None
 
 
 def run_config_of(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The run's own configuration (``config.yaml``) as a mapping, ``None`` without one."""
     path = Path(run_dir) / RUN_CONFIG_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            import yaml  # a hand-written config.yaml
-            doc = yaml.safe_load(text)
-        except Exception:
-            raise ExperimentError(f"{path} is neither JSON nor YAML; fix or replace it") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise ExperimentError(f"{path} holds a {type(doc).__name__}, not a configuration mapping")
-    return doc
+    return read_config_file(path, "run's config.yaml")
 
 
 def create_run(run_dir: str | os.PathLike, config_text: str | None = None,
@@ -150,6 +250,7 @@ def create_run(run_dir: str | os.PathLike, config_text: str | None = None,
     """
     path = Path(run_dir)
     check_run_id(path.name)
+    refuse_linked_run(path)
     if _is_run(path) or (path / PLAN_FILE).exists():
         raise ExperimentError(f"run {path.name!r} already exists in {path.parent}; choose another "
                               "name")
@@ -177,7 +278,7 @@ def rename_run(run_dir: str | os.PathLike, new_name: str) -> Path:
 
     Duplicates recorded as copies of it follow the new name.
     """
-    path = Path(run_dir)
+    path = refuse_linked_run(run_dir)
     new_name = check_run_id(new_name)
     if not path.is_dir():
         raise ExperimentError(f"there is no run {path.name!r} in {path.parent}")
@@ -208,7 +309,7 @@ def reconfigure_run(run_dir: str | os.PathLike, config_text: str, config: str = 
     :param config: the file it was taken from, recorded so the run table names it.
     :raises ExperimentError: when the run has started (duplicate it instead).
     """
-    path = Path(run_dir)
+    path = refuse_linked_run(run_dir)
     if not path.is_dir():
         raise ExperimentError(f"there is no run {path.name!r} in {path.parent}")
     _refuse_started(path, "reconfigured")
@@ -221,21 +322,20 @@ def reconfigure_run(run_dir: str | os.PathLike, config_text: str, config: str = 
 
 def duplicate_run(run_dir: str | os.PathLike, new_name: str) -> Path:
     """A new, not-started run with the configuration of ``run_dir``, recorded as its copy."""
-    path = Path(run_dir)
+    path = refuse_linked_run(run_dir)
     new_name = check_run_id(new_name)
     target = path.with_name(new_name)
     text = None
-    try:
-        text = (path / RUN_CONFIG_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        try:  # a run started directly: its frozen configuration is in its plan
-            plan = read_json(path / PLAN_FILE, default=None)
-            if isinstance(plan, dict) and isinstance(plan.get("config"), dict):
-                text = config_text_of(plan["config"])
-        except RunFileError:
-            text = None
-    fields = {k: v for k, v in created_of(path).items()
-              if k not in ("run_id", "created", "created_at", "copy_of", "reconfigured")}
+    config = run_config_of(path)
+    if config is not None:
+        text = config_text_of(config)
+    else:  # a run started directly: its frozen configuration is in its plan
+        plan, _ = read_json_checked(path / PLAN_FILE, None, expect=dict)
+        if isinstance(plan, dict) and isinstance(plan.get("config"), dict):
+            text = config_text_of(plan["config"])
+    fields = {k: v for k, v in created_of(path).items()  # a hand-edited file may hold anything
+              if isinstance(k, str) and k not in ("run_id", "created", "created_at", "copy_of",
+                                                  "reconfigured", "run_dir", "config_text")}
     create_run(target, text, **fields, copy_of=path.name)
     return target
 
@@ -252,12 +352,25 @@ def report_of(run_dir: str | os.PathLike) -> dict[str, Any] | None:
 
 def keep_log(run_dir: str | os.PathLike, log: str | os.PathLike) -> Path:
     """Copy a job's log into the run it ran, under ``job-logs/``."""
-    folder = Path(run_dir) / RUN_LOGS_DIR
+    folder = refuse_linked_run(Path(run_dir)) / RUN_LOGS_DIR
+    try:
+        refuse_link(folder, "log folder")
+    except RunFileError as exc:
+        raise ExperimentError(str(exc)) from None
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(log).name
-    tmp = folder / f".{target.name}.copying"
-    shutil.copyfile(log, tmp)
-    os.replace(tmp, target)
+    # a temp name of its own (O_EXCL), never a fixed one a link could be planted at
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".copying", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out, open(log, "rb") as source:
+            shutil.copyfileobj(source, out)
+        os.replace(tmp, target)  # replaces a link at target itself, not what it points to
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return target
 
 

@@ -58,6 +58,7 @@ BADGES: dict[str, tuple[str, str]] = {
     "canceled": ("canceled", "#76448a"),
     "aborted": ("aborted", "#c0392b"),
     "interrupted": ("interrupted", "#a04000"),
+    "not_responding": ("not responding", "#a04000"),
     "completed": ("completed", "#1e8449"),
     "failed": ("failed", "#922b21"),
     "not_started": ("not started", "#7f8c8d"),
@@ -91,13 +92,16 @@ def buttons_for(state: str | None, *, pause_asked: bool = False,
     if state == "reading":  # not read yet: nothing is known to be possible
         state = None
     live = state in LIVE_STATES
+    # nobody can tell whether its process is there: asking costs nothing, resuming
+    # could start a second writer on the same journal
+    asking = live or state == "not_responding"
     pausing = bool(pause_asked) or state == "paused"
     return {
         "run": state == "created",
         "pause": live and not stop_asked,
         "pause_label": "Continue" if pausing else "Pause",
-        "stop": live and not stop_asked,
-        "abort": live and stop_asked != "abort",
+        "stop": asking and not stop_asked,
+        "abort": asking and stop_asked != "abort",
         "resume": state in RESUMABLE_STATES and not live,
         "duplicate": state is not None,
         "rename": state == "created",
@@ -139,8 +143,8 @@ def reading_row(run_id: str) -> dict[str, Any]:
     return {"run_id": run_id, "state": "reading", "badge": text, "colour": colour, "done": 0,
             "total": None, "eta": None, "started": None, "ended": None, "failed_attempts": 0,
             "error": "", "problem": "", "step": None, "step_progress": None,
-            "pause_asked": False, "stop_asked": None, "control_problem": "", "reports": [],
-            "log": ""}
+            "pause_asked": False, "stop_asked": None, "control_problem": "",
+            "journal_problem": "", "progress_problem": "", "reports": [], "log": ""}
 
 
 def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
@@ -148,6 +152,8 @@ def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
     """The run table's row for one run: plain values, already decided."""
     state = status.get("state") or "not_started"
     text, colour = badge(state)
+    if state == "not_responding" and status.get("silent_s") is not None:
+        text = f"{text} (silent {format_duration(status['silent_s'])})"
     asked = status.get("asked") or {}
     total = progress.get("total") or status.get("total") or None
     done = int(progress.get("completed") or 0)
@@ -176,6 +182,8 @@ def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
         "pause_asked": bool(asked.get("paused")),
         "stop_asked": asked.get("stop") or None,
         "control_problem": status.get("control_problem", ""),
+        "journal_problem": status.get("journal_problem", ""),
+        "progress_problem": progress.get("progress_problem", ""),
         "reports": list(status.get("reports") or []),
         "log": status.get("log") or "",
     }
@@ -221,17 +229,27 @@ def numeric_fields(record: Mapping[str, Any]) -> list[str]:
 
 
 def plot_columns(records: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The records as plottable columns: ``{"fields": [...], "series": {field: (xs, ys)}}``.
+    """The records as plottable columns: ``{"fields": [...], "series": {field: (xs, ys)}, "swept": [...]}``.
 
     Worked out on the poller's thread so the GUI only extends arrays; x is
     the record's step index, and a record lacking a field adds no point to it.
+    ``swept`` lists the fields that echo a step's input (a key of its
+    ``params``, like the demo's ``setpoint_mV``): what a scientist plots against.
     """
     fields: list[str] = []
     series: dict[str, tuple[list[float], list[float]]] = {}
+    swept: list[str] = []
     for record in records:
         index = record.get("index")
         if isinstance(index, bool) or not isinstance(index, (int, float)):
             continue
+        provenance = record.get("provenance")
+        params = provenance.get("params") if isinstance(provenance, dict) else None
+        if isinstance(params, dict) and isinstance(record.get("value"), dict):
+            for key in params:
+                name = f"value.{key}"
+                if name not in swept and key in record["value"]:
+                    swept.append(name)
         for name in numeric_fields(record):
             y = field_value(record, name)
             if y is None:
@@ -242,7 +260,7 @@ def plot_columns(records: list[Mapping[str, Any]]) -> dict[str, Any]:
                 column = series[name] = ([], [])
             column[0].append(float(index))
             column[1].append(y)
-    return {"fields": fields, "series": series}
+    return {"fields": fields, "series": series, "swept": [n for n in swept if n in series]}
 
 
 def record_cells(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -289,7 +307,7 @@ class RecordsBatch:
         self.cells: list[dict[str, Any]] = []
         self.committed: list[str] = []
         self.columns: list[str] = []
-        self.plot: dict[str, Any] = {"fields": [], "series": {}}
+        self.plot: dict[str, Any] = {"fields": [], "series": {}, "swept": []}
 
     def add(self, records: list[Mapping[str, Any]]) -> None:
         seen = set(self.columns)
@@ -309,6 +327,7 @@ class RecordsBatch:
             else:
                 self.plot["fields"].append(name)
                 self.plot["series"][name] = (xs, ys)
+        self.plot["swept"] += [n for n in plot["swept"] if n not in self.plot["swept"]]
 
 
 @contextlib.contextmanager

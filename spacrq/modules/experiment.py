@@ -14,12 +14,12 @@ run already completed succeeds without measuring again.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from spacrq.modules import ModuleSpec
+from spacrq.procs import interpreter
 from spacrq.problems import ERROR, Problem
 
 DEFAULTS: dict[str, Any] = {"experiment": "", "workspace": "", "module": "", "python": "",
@@ -46,7 +46,7 @@ def spec_of(settings: dict):
     module = str(settings.get("module") or "").strip()
     run_root = str(settings.get("run_root") or "") or str(Path.cwd() / "runs")
     return ExperimentSpec(name=module.rpartition(".")[2] or "experiment", module=module,
-                          python=str(settings.get("python") or sys.executable),
+                          python=str(settings.get("python") or interpreter()),
                           cwd=str(settings.get("cwd") or os.getcwd()),
                           env={str(k): str(v) for k, v in (settings.get("env") or {}).items()},
                           run_root=run_root)
@@ -83,6 +83,12 @@ def validate(settings: dict) -> list[Problem]:
     cfg = settings.get("config_file")
     if cfg and not Path(str(cfg)).expanduser().is_file():
         bad(f"configuration file {cfg} does not exist", "Correct config_file.", "config_file")
+    elif cfg:
+        from spacrq.experiments import read_config_file
+        try:  # garbage in the file is said now, not when the job runs at 3 a.m.
+            read_config_file(Path(str(cfg)).expanduser(), "config_file")
+        except ExperimentError as exc:
+            bad(str(exc), "Fix the file, or point config_file at another.", "config_file")
     if not isinstance(settings.get("env") or {}, dict):
         bad("env must be an object of NAME: value", 'Write it like {"STAGE": "B"}.', "env")
     return problems
@@ -107,11 +113,13 @@ def run(settings: dict, ctx: Any) -> dict:
     from spacrq import experiments as ex
     spec = spec_of(settings)
     run_id = str(settings.get("run_id") or "") or ex.new_run_id(spec.name)
-    run_dir = Path(spec.run_root) / ex.check_run_id(run_id)
+    run_dir = ex.run_dir_of(spec.run_root, run_id)  # one folder name, never a link
     config = settings.get("config")
     text = None
     if settings.get("config_file"):
-        text = Path(str(settings["config_file"])).expanduser().read_text(encoding="utf-8")
+        given = ex.read_config_file(Path(str(settings["config_file"])).expanduser(),
+                                    "config_file")
+        text = ex.config_text_of(given)
     status = ex.status_of(run_dir) if run_dir.is_dir() else {"state": "not_started"}
     if status["state"] == "completed":
         _log(ctx, f"run {run_id} already completed; nothing to do")
@@ -137,9 +145,9 @@ def run(settings: dict, ctx: Any) -> dict:
             _log(ctx, line)
             said = line
         time.sleep(poll)
-    if launched is None:  # a paused run was let go on; wait for it through its files
-        ex.wait_for(run_dir, ("completed", "canceled", "aborted", "failed", "interrupted"),
-                    timeout=float("inf"), poll=poll)
+    if launched is None:  # a paused run was let go on; wait for it through its files,
+        # which ends when its process does whatever the journal says
+        ex.wait_for(run_dir, ex.ENDED_STATES, timeout=float("inf"), poll=poll)
     final = ex.RunWatch(run_dir).status()
     _log(ctx, f"run {run_id} ended {final['state']} after {final['completed']} steps")
     if final["state"] != "completed":

@@ -60,8 +60,15 @@ def report_html(row: dict[str, Any], report: dict[str, Any] | None) -> str:
         facts.append(("Failed attempts", str(row["failed_attempts"])))
     if row.get("error"):
         facts.append(("Last error", row["error"]))
+    if row.get("problem"):
+        facts.append(("Problem", row["problem"]))
     if row.get("control_problem"):
-        facts.append(("Control file", row["control_problem"]))
+        facts.append(("Control file", row["control_problem"]
+                      + " — read as nothing asked; Pause or Stop replaces it"))
+    if row.get("journal_problem"):
+        facts.append(("Journal", row["journal_problem"]))
+    if row.get("progress_problem"):
+        facts.append(("Progress file", row["progress_problem"]))
     parts = [f"<h3>{html.escape(row['run_id'])}</h3><table cellpadding='2'>"]
     parts += [f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>"
               for k, v in facts if v]
@@ -126,6 +133,7 @@ class RunDetail(QTabWidget):
         self.note_text.setPlaceholderText("What happened (a helium top-up, a realigned beam …)")
         self.note_text.setFixedHeight(70)
         self.add_note_button = QPushButton("Add note")
+        self.add_note_button.setToolTip("Append this note to the selected run's notes (kept with the run).")
         self.add_note_button.setEnabled(False)
         self.add_note_button.clicked.connect(self._add_note)
         notes_page = QWidget()

@@ -120,8 +120,11 @@ class RunTableModel(QAbstractTableModel):
             lines.append(f"failed attempts: {row['failed_attempts']}")
         if row.get("error"):
             lines.append(f"last error: {row['error']}")
-        if row.get("control_problem"):
-            lines.append(f"control file: {row['control_problem']}")
+        if row.get("problem"):
+            lines.append(row["problem"])
+        for key in ("control_problem", "journal_problem", "progress_problem"):
+            if row.get(key):
+                lines.append(f"{key.split('_')[0]} file: {row[key]}")
         lines.extend(f"report: {text}" for text in row.get("reports", [])[-3:])
         return "\n".join(lines)
 

@@ -77,6 +77,7 @@ class ExperimentsPane(QWidget):
         self._ask = 0
         self._manifest_for: str | None = None
         self._want_select: str | None = None
+        self._select_newest = True  # the pane opens on the experiment's newest run
         self._config_for: str | None = None
         self._run_config: dict[str, Any] | None = None
         self.last_snapshot: dict[str, Any] | None = None
@@ -112,6 +113,7 @@ class ExperimentsPane(QWidget):
         self.create_button = QPushButton("Create")
         self.create_button.setToolTip("Name a run with this configuration, to start later")
         self.create_and_run_button = QPushButton("Create and run")
+        self.create_and_run_button.setToolTip("Start a new run with this configuration")
         self.create_and_run_button.setDefault(True)
         self._set_form_enabled(False)  # until a manifest has built the form
         self.create_button.clicked.connect(lambda: self._create(start=False))
@@ -235,6 +237,8 @@ class ExperimentsPane(QWidget):
         self._run_id = None
         self._row = None
         self._config_for = None
+        self._select_newest = True
+        self.detail.plot.set_experiment(name)  # its remembered x/y apply to its runs
         self.runs.update([])
         self._clear_detail()
         self._show_declaration()
@@ -441,6 +445,11 @@ class ExperimentsPane(QWidget):
         if self._want_select and self.runs.row_of(self._want_select) >= 0:
             self._select(self._want_select)
             self._want_select = None
+        elif self._select_newest and self._run_id is None and self.runs.rowCount():
+            newest = self.runs.run_at(0)  # rows come newest first (by folder, read or not)
+            if newest:
+                self._select(newest["run_id"])
+                self._select_newest = False
         if self._run_id is not None:
             at = self.runs.row_of(self._run_id)
             self._row = self.runs.run_at(at)
@@ -450,6 +459,10 @@ class ExperimentsPane(QWidget):
             self._update_buttons()
         if self._row is not None and self._row.get("problem"):
             self._say(self._row["problem"], ok=False)
+        elif self._row is not None and self._row.get("control_problem"):
+            self._say("The run's control file cannot be read, so the run is asked nothing and "
+                      f"carries on: {self._row['control_problem']}. Pause or Stop replaces it.",
+                      ok=False)
         detail = snap.get("detail")
         if detail and detail["run_id"] == self._run_id:
             self._show_detail(detail)

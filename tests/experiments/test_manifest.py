@@ -38,8 +38,8 @@ def test_manifest_that_prints_a_list_is_refused(tmp_path):
 
 
 def test_manifest_with_a_bad_schema_is_refused(tmp_path):
-    spec = fake_module(tmp_path, "print('{\"schema\": {\"g\": [{\"unit\": \"s\"}]}}')\n")
-    with pytest.raises(ExperimentError, match="field without a name"):
+    spec = fake_module(tmp_path, "print('{\"module\": \"m\", \"schema\": {\"g\": [{\"unit\": \"s\"}]}}')\n")
+    with pytest.raises(ExperimentError, match="a parameter has no 'name'"):
         ex.read_manifest(spec)
 
 

@@ -40,6 +40,11 @@ def started(total=5, **extra):
               provenance={"experiment": "Scan", "versions": {"plesty-lib": "0.6.0"}}, **extra)
 
 
+def owned(run):
+    """Record this test's process as the run's: the fold, not the owner, is under test."""
+    write_json(run / "spacrq-process.json", ProcessRef.of(os.getpid()).to_dict())
+
+
 def dead_ref():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     ref = ProcessRef.of(proc.pid)
@@ -57,6 +62,7 @@ def test_no_journal_is_not_started_or_created(tmp_path):
 def test_lifecycle_states_and_counts(tmp_path):
     run = tmp_path / "r"
     write_journal(run, [started()] + steps(2) + [ev("run_paused", 3)])
+    owned(run)
     status = ex.status_of(run)
     assert status["state"] == "paused" and status["completed"] == 2
     assert status["provenance"]["versions"] == {"plesty-lib": "0.6.0"}
@@ -87,6 +93,7 @@ def test_every_unfinished_end_is_resumable(tmp_path, terminal, state):
 def test_a_resume_after_an_end_reads_running_again(tmp_path):
     run = tmp_path / "r"
     write_journal(run, [started()] + steps(2) + [ev("run_canceled", 5), started(resumed=True)])
+    owned(run)
     status = ex.status_of(run)
     assert status["state"] == "running" and status["ended"] is None and status["starts"] == 2
 
@@ -97,6 +104,7 @@ def test_torn_last_line_is_left_for_the_next_refresh(tmp_path):
     line = json.dumps(ev("step_started", 2, step_id="s1", index=1))
     with open(run / "journal.jsonl", "a") as handle:
         handle.write(line[:17])
+    owned(run)
     watch = ex.RunWatch(run)
     first = watch.status()
     assert first["state"] == "running" and first["in_flight"] is None
@@ -134,7 +142,6 @@ def test_replaced_journal_starts_the_replay_over(tmp_path):
 def test_running_journal_with_a_dead_process_reads_interrupted(tmp_path):
     run = tmp_path / "r"
     write_journal(run, [started()] + steps(2) + [ev("step_started", 3, step_id="s2", index=2)])
-    assert ex.status_of(run)["state"] == "running"  # nobody recorded a process: trust the journal
     write_json(run / "spacrq-process.json", {**dead_ref().to_dict(), "launched": 1.0})
     status = ex.status_of(run)
     assert status["state"] == "interrupted" and status["resumable"] and status["alive"] is False
