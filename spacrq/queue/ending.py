@@ -34,6 +34,19 @@ def queue_ledger(result: QueueResult) -> Ledger:
     return ledger
 
 
+def write_morning_report(path: str | os.PathLike) -> tuple[str, str]:
+    """Write the night's morning report beside the queue's logs: ``(its path, problem)``.
+
+    Never fatal: a report that cannot be written is a note in the summary,
+    not the end of a night that has already run.
+    """
+    try:
+        from spacrq.night import write_report
+        return str(write_report(path)), ""
+    except Exception as exc:  # the night is over; the report is its epilogue
+        return "", f"the morning report could not be written: {exc}"
+
+
 def notify(queue: Queue, result: QueueResult) -> str:
     """Run the queue's ``notify_command`` once (argv, no shell); a note when it failed."""
     if not queue.notify_command:
@@ -42,7 +55,8 @@ def notify(queue: Queue, result: QueueResult) -> str:
                SPACRQ_QUEUE_STATE=result.state, SPACRQ_QUEUE_OK="1" if result.ok else "0",
                SPACRQ_QUEUE_SUMMARY=f"{queue.name}: {result.headline()}"
                + (f"; {result.save_problem}" if result.save_problem else ""),
-               SPACRQ_QUEUE_SAVE_FAILED="1" if result.save_problem else "0")
+               SPACRQ_QUEUE_SAVE_FAILED="1" if result.save_problem else "0",
+               SPACRQ_NIGHT_REPORT=result.report_path)
     try:
         proc = subprocess.Popen(list(queue.notify_command), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,

@@ -36,7 +36,7 @@ from spacrq.problems import format_problems
 from spacrq.procs import ProcessRef
 from spacrq.queue import adopt
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
-from spacrq.queue.ending import notify, queue_ledger
+from spacrq.queue.ending import notify, queue_ledger, write_morning_report
 from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobTimeout, ProcessRunner,
                                   Supervisor, SupervisorLost, grace_seconds)
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
@@ -490,6 +490,9 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
             queue_ledger(result).stamp_file(f"{path}.run_status.json")
         except (OSError, RunFileError) as exc:
             result.notes.append(f"could not stamp the queue's run status: {exc}")
+        result.report_path, problem = write_morning_report(path)
+        if problem:
+            result.notes.append(problem)
     note = notify(queue, result)
     if note:
         result.notes.append(note)

@@ -92,6 +92,7 @@ class QueueResult:
     notes: list[str] = field(default_factory=list)
     #: '' when the queue file holds the final state; else what failed and where the state is
     save_problem: str = ""
+    report_path: str = ""  # the morning report written when the run ended
 
     def jobs_with(self, status: str) -> list[Job]:
         return [job for job in self.queue.jobs if job.status == status]
@@ -151,6 +152,8 @@ class QueueResult:
             lines.append(f" logs     {self.log_dir}")
         if self.path:
             lines.append(f" queue    {self.path}")
+        if self.report_path:
+            lines.append(f" report   {self.report_path}")
         lines.append("")
         width = max((len(job.id) for job in q.jobs), default=2)
         for i, job in enumerate(q.jobs, start=1):

@@ -189,3 +189,43 @@ def test_chromium_renders_the_page_with_its_verdict_and_sections(night, tmp_path
     keep = Path("/work/notes/shots")
     if keep.is_dir():
         shutil.copy(shot, keep / "night_report.png")
+
+
+def test_the_runner_writes_the_report_when_the_queue_ends_and_names_it(night):
+    from spacrq.night import default_report_path
+    report = default_report_path(night)
+    assert report.is_file() and "Morning report: night" in report.read_text()
+    assert 'id="verdict"' in report.read_text()
+
+
+def test_the_notification_names_the_report(tmp_path):
+    from spacrq.queue.engine import run_queue
+    env_dump = tmp_path / "env.txt"
+    queue = Queue(name="told")
+    queue.add(Job(module="command", id="one", settings={"argv": _py("print('hi')")}),
+              validate=False)
+    queue.notify_command = _py("import os, sys; open(sys.argv[1], 'w').write("
+                               "os.environ.get('SPACRQ_NIGHT_REPORT', ''))") + [str(env_dump)]
+    path = tmp_path / "told.queue.json"
+    save_queue(queue, path)
+    result = run_queue(queue, path)
+    named = env_dump.read_text()
+    assert named and named == result.report_path and Path(named).is_file()
+    assert f" report   {named}" in result.summary()
+
+
+def test_a_report_that_cannot_be_written_is_a_note_not_the_end(tmp_path, monkeypatch):
+    import spacrq.night as night_mod
+    from spacrq.queue.engine import run_queue
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(night_mod, "write_report", broken)
+    queue = Queue(name="full")
+    queue.add(Job(module="command", id="one", settings={"argv": _py("print('hi')")}),
+              validate=False)
+    path = tmp_path / "full.queue.json"
+    save_queue(queue, path)
+    result = run_queue(queue, path)
+    assert result.ok and result.report_path == ""
+    assert any("morning report could not be written" in n for n in result.notes)
