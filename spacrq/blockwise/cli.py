@@ -56,8 +56,8 @@ def run_spec(args: argparse.Namespace) -> int:
     except (TrackingError, RunFileError, ClusterError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        print(json.dumps({"succeeded": report.succeeded, "outcome": report.outcome,
-                          "report": report.to_dict()}))
+        print(json.dumps({"schema": 1, "kind": "blockwise-run", "succeeded": report.succeeded,
+                          "outcome": report.outcome, "report": report.to_dict()}))
     else:
         panel = report.render(task_order=[t.task_id for t in tasks])
         if panel:

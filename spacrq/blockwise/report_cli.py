@@ -185,8 +185,9 @@ def run_report(args: argparse.Namespace) -> int:
         text = _block_text(args, tasks, path)
     elif args.history:
         if args.json:
-            text = json.dumps({key: [r.to_dict() for r in read_runs(sources[key])]
-                               for key in sorted(tasks) if key in sources}, indent=2)
+            text = _json("report-history", path=str(path),
+                         tasks={key: [r.to_dict() for r in read_runs(sources[key])]
+                                for key in sorted(tasks) if key in sources})
         else:
             text = _history_text(tasks, sources)
     else:
@@ -228,10 +229,18 @@ def _complete(task: TaskReport) -> bool:
     return not (outcome.get("failed") or outcome.get("orphaned"))
 
 
+#: version of every ``--json`` document ``spacrq report`` prints (documented in the README)
+JSON_SCHEMA = 1
+
+
+def _json(kind: str, **document) -> str:
+    return json.dumps({"schema": JSON_SCHEMA, "kind": kind, **document}, indent=2)
+
+
 def _report_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Path) -> str:
     run = RunReport(tasks)
-    if args.json:
-        return run.to_json(indent=2)
+    if args.json:  # "tasks" holds the seed's {task_id: report} shape
+        return _json("report", path=str(path), tasks=run.to_dict())
     if not tasks:
         return f"No blockwise runs in {path} yet."
     parts = []
@@ -255,7 +264,8 @@ def _block_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Pa
         record = report.block(which)
     except ReportError as exc:
         _fail(str(exc))
-    return json.dumps(record.to_dict(), indent=2) if args.json else record.describe()
+    return (_json("report-block", path=str(path), block=record.to_dict()) if args.json
+            else record.describe())
 
 
 def _emit(text: str) -> int:

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spacrq.experiments.live import RunLines
+from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow
 from spacrq import experiments as ex
 from spacrq.experiments.errors import ExperimentError
 from spacrq.runfiles import RunFileError, dumps, loads
@@ -93,9 +95,17 @@ def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
     return config
 
 
+#: version of every ``--json`` document ``spacrq exp`` prints (documented in the README)
+JSON_SCHEMA = 1
+
+
+def _print_json(kind: str, document: dict) -> None:
+    print(dumps({"schema": JSON_SCHEMA, "kind": kind, **document}, indent=2))
+
+
 def _print_status(status: dict, as_json: bool) -> None:
     if as_json:
-        print(dumps(status, indent=2))
+        _print_json("exp-status", {"status": status})
         return
     total = status.get("total") or "?"
     print(f"{status['run_id']}: {status['state'].replace('_', ' ')}  "
@@ -137,7 +147,8 @@ def _wait(run_dir: Path, until: tuple[str, ...] = ex.ENDED_STATES, ok: tuple[str
         "completed",)) -> int:
     """Wait for the run to reach ``until`` — or for its process to end, whatever the journal
     says.  Exit 0 only in an ``ok`` state; else 1, with the reason on stderr."""
-    final = ex.wait_for(run_dir, until, timeout=float("inf"), poll=0.25)
+    with LiveLines(RunLines(run_dir)):
+        final = ex.wait_for(run_dir, until, timeout=float("inf"), poll=0.25)
     _print_status(final, False)
     if final["state"] in ok:
         return 0
@@ -172,7 +183,7 @@ def cmd_declare(args) -> int:
 def cmd_manifest(args) -> int:
     manifest = ex.read_manifest(_spec(args))
     if args.json:
-        print(json.dumps(manifest, indent=2, default=str))
+        _print_json("exp-manifest", {"experiment": args.name, "manifest": manifest})
         return 0
     print(f"{manifest.get('title') or args.name}  (python -m {manifest.get('module')})")
     for key, field in ex.fields_of(manifest):
@@ -187,6 +198,8 @@ def cmd_manifest(args) -> int:
 
 
 def cmd_list(args) -> int:
+    if args.json:
+        return _list_json(args)
     if not args.name:
         specs = ex.load_experiments(_root(args))
         if not specs:
@@ -201,6 +214,24 @@ def cmd_list(args) -> int:
               f"{status['completed']}/{status.get('total') or '?'}")
     for name, why in ex.linked_runs_of(spec.run_root):
         print(f"{name}  refused: {why}")
+    return 0
+
+
+def _list_json(args) -> int:
+    if not args.name:
+        specs = ex.load_experiments(_root(args))
+        _print_json("exp-list", {"experiments": [
+            {"name": s.name, "module": s.module, "python": s.python, "cwd": s.cwd,
+             "run_root": s.run_root, "runs": len(ex.runs_of(s.run_root))} for s in specs]})
+        return 0
+    spec = _spec(args)
+    runs = []
+    for run_dir in ex.runs_of(spec.run_root):
+        status = ex.status_of(run_dir)
+        runs.append({"run_id": run_dir.name, "state": status["state"],
+                     "completed": status["completed"], "total": status.get("total")})
+    refused = [{"run_id": name, "refused": why} for name, why in ex.linked_runs_of(spec.run_root)]
+    _print_json("exp-runs", {"experiment": spec.name, "runs": runs, "refused": refused})
     return 0
 
 
@@ -281,11 +312,17 @@ def cmd_note(args) -> int:
 
 def cmd_status(args) -> int:
     run_dir = _run_dir(args, args.run_id)
+    code = 0
+    if args.follow:
+        _, code = follow(RunLines(run_dir).frame,
+                         on_stop=f"run {run_dir.name} goes on; 'spacrq exp stop' stops it")
+        if code == FOLLOW_STOPPED:
+            return code
     status = ex.RunWatch(run_dir).refresh()
     doc = {**status["status"], "progress": status["progress"], "notes": ex.notes_of(run_dir),
            "records_problem": status["records_problem"]}
     _print_status(doc, args.json)
-    return 0
+    return code
 
 
 def _guarded(fn):
@@ -327,6 +364,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="the manifest as JSON")
     p = sub.add_parser("list", parents=[common], help="the declared experiments, or one's runs")
     p.add_argument("name", metavar="NAME", nargs="?")
+    p.add_argument("--json", action="store_true", help="the list as JSON")
     p.set_defaults(handler=_guarded(cmd_list))
     for name, fn, text in (("create", cmd_create, "name and configure a run without starting it"),
                            ("run", cmd_run, "start a run, detached")):
@@ -353,6 +391,10 @@ def register(subparsers) -> None:
     p.add_argument("--by", help="who writes it (default: the login name)")
     p = add("status", cmd_status, "what a run is doing (default: the newest)", "optional")
     p.add_argument("--json", action="store_true", help="the full status as JSON")
+    p.add_argument("--follow", action="store_true",
+                   help="refresh until the run ends, then print its status; exit 0 only if it "
+                        "completed (Ctrl-C stops following, not the run)")
+
     def usage(args) -> int:
         exp.print_help()
         return 2

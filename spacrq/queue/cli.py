@@ -16,6 +16,8 @@ from typing import Any
 
 from spacrq.cli import CliError
 from spacrq.problems import format_problems
+from spacrq.queue.live import queue_frame, queue_lines
+from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow
 from spacrq.queue.engine import _UNSET
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
                                 QueueError, fmt_duration)
@@ -111,14 +113,39 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+#: version of every ``--json`` document ``spacrq queue`` prints (documented in the README)
+JSON_SCHEMA = 1
+
+
+def _print_json(kind: str, document: dict[str, Any]) -> None:
+    print(json.dumps({"schema": JSON_SCHEMA, "kind": kind, **document}, indent=2, default=str))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     problems = validate_queue(_load(args.file))
-    print(format_problems(problems, title=args.file))
-    return 1 if any(p.is_error for p in problems) else 0
+    errors = sum(1 for p in problems if p.is_error)
+    if args.json:
+        _print_json("queue-validate", {"file": str(args.file), "errors": errors,
+                                       "warnings": len(problems) - errors,
+                                       "problems": [p.to_dict() for p in problems]})
+    else:
+        print(format_problems(problems, title=args.file))
+    return 1 if errors else 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    print(plan(_load(args.file)))
+    queue = _load(args.file)
+    if args.json:
+        problems = validate_queue(queue)
+        _print_json("queue-plan", {
+            "file": str(args.file), "name": queue.name, "on_error": queue.on_error,
+            "max_consecutive_failures": queue.max_consecutive_failures,
+            "jobs": [{"index": i, "id": j.id, "module": j.module, "label": j.label,
+                      "after": list(j.depends_on), "status": j.status, "timeout": j.timeout,
+                      "retries": j.retries} for i, j in enumerate(queue.jobs, start=1)],
+            "problems": [p.to_dict() for p in problems]})
+        return 0
+    print(plan(queue))
     return 0
 
 
@@ -169,13 +196,18 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         print(f"runner started as process {ref.pid}; watch it with 'spacrq queue status {path}'"
               f", its log is {logs_dir(path) / 'runner.log'}")
         return 0
+    live = LiveLines(lambda: queue_lines(path))
     try:
-        result = serve(path, resume=resume, retry_failed=retry_failed,
-                       on_error=options.get("on_error"),
-                       max_consecutive_failures=options.get("max_consecutive_failures", _UNSET),
-                       echo=True)
+        with live:
+            result = serve(path, resume=resume, retry_failed=retry_failed,
+                           on_error=options.get("on_error"),
+                           max_consecutive_failures=options.get("max_consecutive_failures",
+                                                                _UNSET),
+                           echo=not live.enabled)
     except QueueError as exc:
         raise CliError(str(exc).replace("\n", "\n  ")) from None
+    if live.enabled:  # the summary once the live lines are done drawing
+        print(result.summary())
     return 0 if result.ok else 1
 
 
@@ -198,11 +230,22 @@ def cmd_restart_failed(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.follow:
+        last, code = follow(lambda: queue_frame(args.file),
+                            on_stop=f"the queue goes on; 'spacrq queue stop {args.file}' stops it")
+        if code == FOLLOW_STOPPED:
+            return code
+        _print_status(args)
+        return code
+    return _print_status(args)
+
+
+def _print_status(args: argparse.Namespace) -> int:
     queue = _load(args.file)
     state = runner_state(args.file)
     if args.json:
-        print(json.dumps({"queue": queue.to_dict(), "counts": dict(queue.counts()),
-                          "runner": state}, indent=2, default=str))
+        _print_json("queue-status", {"file": str(args.file), "queue": queue.to_dict(),
+                                     "counts": dict(queue.counts()), "runner": state})
         return 0
     counts = ", ".join(f"{n} {s}" for s, n in queue.counts().items() if n)
     runner = "no runner has run it yet"
@@ -283,6 +326,7 @@ def register(subparsers: Any) -> None:
                            ("plan", cmd_plan, "show what would run, in order")):
         p = sub.add_parser(name, help=text)
         p.add_argument("file")
+        p.add_argument("--json", action="store_true", help=f"print the {name} as JSON")
         p.set_defaults(handler=fn)
 
     run = sub.add_parser("run", help="run the queue (this process becomes its runner)")
@@ -297,7 +341,10 @@ def register(subparsers: Any) -> None:
 
     status = sub.add_parser("status", help="what ran, what runs, what failed")
     status.add_argument("file")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument("--follow", action="store_true",
+                        help="refresh until the queue's runner ends, then print the status and "
+                             "exit with the run's code (Ctrl-C stops following, not the queue)")
     status.set_defaults(handler=cmd_status)
 
     stop = sub.add_parser("stop", help="stop after the running job (--now: abort it)")

@@ -66,7 +66,7 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         alive = False
     doc["alive"] = alive
-    if doc.get("state") == "running" and not alive:
+    if doc.get("state") in ("running", "starting") and not alive:
         doc["state"] = "crashed"
     return doc
 
@@ -102,7 +102,32 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     except OSError as exc:
         raise QueueError(f"could not start the runner ({exc.strerror or exc}); check that "
                          f"{log.parent} is a writable folder") from None
-    return ProcessRef.of(popen.pid)
+    ref = ProcessRef.of(popen.pid)
+    _record_starting(target, ref)
+    return ref
+
+
+def _record_starting(path: Path, ref: ProcessRef) -> None:
+    """Name the runner in ``runner.json`` as ``starting`` until it writes its own record.
+
+    Between the start and the runner's first write, whoever asks (a second
+    Run, ``status --follow``, the pane) must see a runner on its way, not the
+    record of the last run.  The runner replaces this record as soon as it
+    holds the queue; it is never written over the runner's own.
+    """
+    target = logs_dir(path) / RUNNER_FILE
+    try:
+        doc = read_json(target, default=None)
+    except RunFileError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("pid") == ref.pid:
+        return  # the runner was quicker
+    try:
+        write_json(target, {"pid": ref.pid, "started": ref.started, "host": socket.gethostname(),
+                            "queue": str(path), "state": "starting", "current_job": None,
+                            "started_at": now_iso(), "heartbeat_at": time.time()}, durable=False)
+    except OSError:
+        pass  # the runner writes its own record; this one only closes a gap
 
 
 QueueLock = RunnerLock  # the old name

@@ -75,7 +75,9 @@ def test_a_workspace_folder_as_path_means_its_runs(report_cmd, runs_dir, capsys)
 
 def test_json_output_round_trips(report_cmd, runs_dir, capsys):
     assert report_cmd(runs_dir / "threshold" / "runs.jsonl", "--json") == 0
-    back = rp.RunReport.from_json(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["kind"]) == (1, "report")
+    back = rp.RunReport.from_dict(doc["tasks"])
     assert back["threshold"] == run_line("threshold", started_at=50.0)
 
 
@@ -85,7 +87,7 @@ def test_store_path_and_block_drill_down(report_cmd, runs_dir, capsys):
     assert out.startswith("block 1 of smooth at (0, 1): done")
     assert "200.0 ms" in out and "1000 B" in out
     assert report_cmd(runs_dir, "--task", "smooth", "--block", "5", "--json") == 0
-    assert json.loads(capsys.readouterr().out)["coord"] == [1, 1]
+    assert json.loads(capsys.readouterr().out)["block"]["coord"] == [1, 1]
 
 
 def test_nothing_measured_is_said_in_words_not_zeros(report_cmd, tmp_path, capsys):
@@ -110,7 +112,7 @@ def test_torn_runs_file_shows_the_runs_before_it(report_cmd, tmp_path, capsys):
         f.write('{"task_id": "smooth", "blo')
     assert report_cmd(path, "--json") == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["smooth"]["started_at"] == 7.0
+    assert json.loads(captured.out)["tasks"]["smooth"]["started_at"] == 7.0
     assert "cut off" in captured.err
 
 
@@ -151,7 +153,7 @@ def test_the_command_runs_as_a_process(runs_dir):
     assert done.returncode == 2 and "does not exist" in done.stderr
     done = subprocess.run([sys.executable, "-m", "spacrq", "report", str(runs_dir), "--json"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and set(json.loads(done.stdout)) == {"smooth", "threshold"}
+    assert done.returncode == 0 and set(json.loads(done.stdout)["tasks"]) == {"smooth", "threshold"}
 
 
 def test_register_adds_the_report_subcommand():
@@ -174,7 +176,7 @@ def test_history_lists_every_run_oldest_first(report_cmd, runs_dir, capsys):
     assert rows[1].split()[-1] == "failed" and rows[0].split()[-1] == "—"
     assert "  threshold  1 run\n" in out
     assert report_cmd(runs_dir, "--history", "--json", "--task", "smooth") == 0
-    history = json.loads(capsys.readouterr().out)["smooth"]
+    history = json.loads(capsys.readouterr().out)["tasks"]["smooth"]
     assert [r["started_at"] for r in history] == [100.0, 200.0]
     assert history[1]["outcome"]["state"] == "failed"
 

@@ -32,6 +32,8 @@ def test_run_wait_status_note_and_list(declared, capsys):
     assert run_cli(capsys, "exp", "note", "sweep", "c1", "realigned", "--by", "ada", *w)[0] == 0
     code, out, _ = run_cli(capsys, "exp", "status", "sweep", "--json", *w)
     doc = json.loads(out)
+    assert (doc["schema"], doc["kind"]) == (1, "exp-status")
+    doc = doc["status"]
     assert doc["state"] == "completed" and doc["notes"][0]["by"] == "ada"
     code, out, _ = run_cli(capsys, "exp", "list", "sweep", *w)
     assert "c1  completed  3/3" in out

@@ -95,6 +95,7 @@ def test_validate_plan_and_status(qfile, capsys):
     assert "1 pending" in out and "no runner has run it yet" in out
     assert main(["queue", "status", str(qfile), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["kind"]) == (1, "queue-status")
     assert doc["counts"]["pending"] == 1 and doc["runner"] is None
 
 
