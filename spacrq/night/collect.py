@@ -78,6 +78,10 @@ class Night:
     machine: dict[str, str] = field(default_factory=dict)
     runner_log: str = ""
     logs_dir: str = ""
+    #: when a runner that had died was followed by another (a crash, a kill, a reboot)
+    resumed_after_crash: list[str] = field(default_factory=list)
+    #: the last runner died and nothing has resumed the queue since
+    runner_died: bool = False
 
 
 def outcome_of(job: Job) -> str:
@@ -234,6 +238,7 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
     night.logs_dir = str(folder)
     runner_log = folder / "runner.log"
     night.runner_log = str(runner_log) if runner_log.is_file() else ""
+    night.resumed_after_crash, night.runner_died = crashes(path)
     for i, job in enumerate(queue.jobs, start=1):
         facts = JobFacts(index=i, job=job, outcome=outcome_of(job),
                          log_readable=bool(job.log_path) and os.access(job.log_path, os.R_OK))
@@ -249,6 +254,25 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
             facts.peak_rss_bytes = _job_peak_rss(job)
         night.jobs.append(facts)
     return night
+
+
+def crashes(path: Path) -> tuple[list[str], bool]:
+    """``(times a dead runner's queue was resumed, whether the last runner died unresumed)``.
+
+    From the runner history: a start with no end before the next start is a
+    runner that died (a crash, a kill, a reboot).
+    """
+    from spacrq.queue.runner import runner_history, runner_state
+    history = runner_history(path)
+    resumed: list[str] = []
+    for before, after in zip(history, history[1:]):
+        if before["event"] == "started" and after["event"] == "started":
+            resumed.append(after["at"])
+    died = False
+    if history and history[-1]["event"] == "started":
+        state = runner_state(path) or {}
+        died = not state.get("alive") and state.get("pid") == history[-1].get("pid")
+    return resumed, died
 
 
 def _job_peak_rss(job: Job) -> int | None:

@@ -88,16 +88,25 @@ def verdict(night: Night) -> tuple[str, str]:
         if counts.get(key):
             parts.append(f"{counts[key]} {word}")
     stopped = night.queue.stopped_reason
+    crashed = ""
+    if night.resumed_after_crash:
+        crashed = " The runner died and the queue was resumed at " + ", ".join(
+            _clock_time(t) for t in night.resumed_after_crash) + "."
+    if night.runner_died:
+        return (f"The runner died with {sum(1 for f in night.jobs if f.outcome == 'not_run')} "
+                "job(s) still to run and nothing has resumed the queue: 'spacrq queue resume' "
+                "carries on." + crashed, "bad")
     if running:
         head = f"Still running: {counts.get('success', 0) + counts.get('partial', 0)} of {total} jobs done"
-        return head + (f"; {', '.join(parts)}" if parts else "") + ".", "mixed"
+        return head + (f"; {', '.join(parts)}" if parts else "") + "." + crashed, "mixed"
     if not parts:
-        return f"All good: every one of the {total} jobs completed and nothing is partial.", "good"
+        return (f"All good: every one of the {total} jobs completed and nothing is partial."
+                + crashed, "good" if not crashed else "mixed")
     head = f"{total - sum(counts.get(k, 0) for k in ('failed', 'partial', 'skipped', 'not_run'))} of {total} jobs fully succeeded; " + ", ".join(parts)
     if stopped:
         head += f". Stopped: {stopped}"
     tone = "bad" if counts.get("failed") or stopped else "mixed"
-    return head + ".", tone
+    return head + "." + crashed, tone
 
 
 def _grouped_failures(night: Night) -> "OrderedDict[str, OrderedDict[str, list[JobFacts]]]":
@@ -167,7 +176,9 @@ def _timeline(night: Night) -> Iterable[str]:
         return
     start = min(b[1] for b in bars)
     end = max(b[2] for b in bars)
-    yield svg.timeline(bars, start=start, end=end, colours=OUTCOME_COLOURS)
+    marks = [(t.timestamp(), "resumed") for t in map(parse_iso, night.resumed_after_crash) if t]
+    yield svg.timeline(bars, start=start, end=max(end, *(m[0] for m in marks)) if marks else end,
+                       colours=OUTCOME_COLOURS, marks=marks)
 
 
 def _clock_time(text: str) -> str:

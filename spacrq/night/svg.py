@@ -184,7 +184,7 @@ def render(chart: Chart, ident: str = "c") -> str:
 
 
 def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float, end: float,
-             colours: dict[str, str]) -> str:
+             colours: dict[str, str], marks: Sequence[tuple[float, str]] = ()) -> str:
     """One horizontal bar per job: ``(label, t0, t1, outcome, mark)`` in seconds since epoch.
 
     ``mark`` (``"resumed"``, ``"retried ×2"``…) is written after the bar, so a
@@ -213,6 +213,13 @@ def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float
                    f'fill="{colour}"><title>{escape(label)}: {escape(outcome)}</title></rect>')
         if mark:
             out.append(f'<text x="{_n(b + 4)}" y="{y + 11}">{escape(mark)}</text>')
+    for t, label in marks:  # a resume after a crash: a line across the night
+        if start <= t <= end:
+            x = _n(px(t))
+            out.append(f'<line x1="{x}" x2="{x}" y1="0" y2="{4 + len(shown) * row}" '
+                       f'stroke="#c62828" stroke-dasharray="3 2"><title>{escape(label)}</title>'
+                       f'</line><text x="{x}" y="{4 + len(shown) * row + 2}" fill="#c62828" '
+                       f'text-anchor="middle">{escape(label)}</text>')
     axis_y = 4 + len(shown) * row + 14
     for t in _nice_ticks(0.0, span):
         out.append(f'<text x="{_n(px(start + t))}" y="{axis_y}" text-anchor="middle">'

@@ -33,7 +33,7 @@ from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
 from spacrq.queue.summary import Progress, QueueResult
-from spacrq.runfiles import RunFileError, ask, clear, read_json, write_json
+from spacrq.runfiles import RunFileError, append_jsonl, ask, clear, read_json, write_json
 
 __all__ = ["start_runner", "runner_state", "request_stop", "logs_dir", "serve",
            "RUNNER_FILE", "LOCK_FILE"]
@@ -105,6 +105,30 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     ref = ProcessRef.of(popen.pid)
     _record_starting(target, ref)
     return ref
+
+
+#: one line per runner start and end, so the morning report can tell a night that crashed
+HISTORY_FILE = "runner-history.jsonl"
+
+
+def _history(path: Path, event: str, **fields: Any) -> None:
+    """Append the runner's start or end to the queue's history (never fatal).
+
+    A start with no end before the next start is a runner that died: a
+    crash, a kill or a reboot, which the morning report names.
+    """
+    try:
+        append_jsonl(logs_dir(path) / HISTORY_FILE,
+                     {"event": event, "pid": os.getpid(), "at": now_iso(), **fields})
+    except (OSError, RunFileError):
+        pass  # the run goes on; only the report's crash note is lost
+
+
+def runner_history(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The queue's runner starts and ends, oldest first (unreadable lines skipped)."""
+    from spacrq.runfiles import read_jsonl
+    return [r for r in read_jsonl(logs_dir(path) / HISTORY_FILE)
+            if r.get("event") in ("started", "ended") and isinstance(r.get("at"), str)]
 
 
 def _record_starting(path: Path, ref: ProcessRef) -> None:
@@ -207,6 +231,7 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
         queue, key = load_for_run(target, resume, retry_failed)
         clear(logs_dir(target))
         info.write()
+        _history(target, "started", resume=bool(resume or retry_failed))
         result = run_queue(queue, target, on_error=on_error,
                            max_consecutive_failures=max_consecutive_failures,
                            on_progress=info.progress, control=control,
@@ -215,6 +240,7 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
         info.write(state=result.state, current_job=None,
                    finished_at=result.finished, headline=result.headline(),
                    stopped_reason=result.stopped_reason)
+        _history(target, "ended", state=result.state)
         return result
     except QueueError as exc:
         info.write(state="stopped", current_job=None,

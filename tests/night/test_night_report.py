@@ -229,3 +229,38 @@ def test_a_report_that_cannot_be_written_is_a_note_not_the_end(tmp_path, monkeyp
     result = run_queue(queue, path)
     assert result.ok and result.report_path == ""
     assert any("morning report could not be written" in n for n in result.notes)
+
+
+def test_a_night_whose_runner_died_says_when_it_was_resumed(tmp_path):
+    import os
+    import signal
+    import time
+    from spacrq.queue.runner import runner_state, start_runner
+    from spacrq.queue.store import load_queue as load
+    queue = Queue(name="crashy")
+    queue.add(Job(module="command", id="long", settings={"argv": _py("import time; time.sleep(1.5)")}),
+              validate=False)
+    queue.add(Job(module="command", id="after", settings={"argv": _py("print('after')")}),
+              validate=False)
+    path = tmp_path / "crashy.queue.json"
+    save_queue(queue, path)
+    start_runner(path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = runner_state(path) or {}
+        if state.get("state") == "running" and any(j.status == "running" for j in load(path).jobs):
+            break
+        time.sleep(0.05)
+    os.kill(int(runner_state(path)["pid"]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (runner_state(path) or {}).get("alive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    died = report_html(path, written_at=WRITTEN)
+    assert "The runner died" in re.search(r'id="verdict">([^<]*)<', died).group(1)
+    done = subprocess.run([sys.executable, "-m", "spacrq", "queue", "resume", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = report_html(path, written_at=WRITTEN)
+    verdict = re.search(r'id="verdict">([^<]*)<', page).group(1)
+    assert verdict.startswith("All good") and "resumed at" in verdict
+    assert ">resumed<" in page.split("<h2>Timeline</h2>")[1]
