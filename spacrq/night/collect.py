@@ -276,7 +276,18 @@ def crashes(path: Path) -> tuple[list[str], bool]:
 
 
 def _job_peak_rss(job: Job) -> int | None:
-    """The peak memory the queue recorded for the job's process, when it did."""
+    """The job process's peak memory, as its supervisor recorded it when the job ended."""
+    if job.log_path:
+        from spacrq.queue.supervise import exit_record_path
+        from spacrq.runfiles import read_jsonl
+        try:
+            lines = read_jsonl(exit_record_path(job.log_path))
+        except OSError:
+            lines = []
+        for line in reversed(lines):
+            value = line.get("peak_rss_bytes")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
     for source in (job.ran_with, job.process, job.run_status):
         if isinstance(source, dict):
             value = source.get("peak_rss_bytes")

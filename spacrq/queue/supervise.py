@@ -109,6 +109,22 @@ def _answer(out, reply: dict) -> None:
         pass  # the runner is gone; the exit record says it all
 
 
+def _wait(popen: subprocess.Popen) -> tuple[int, int | None]:
+    """``(exit code, peak resident memory in bytes)`` of the job once it ended.
+
+    ``wait4`` gives the job's resource use with its exit status: its peak
+    memory (and that of any child it waited for) is what the morning report
+    shows per job, measured by the kernel rather than sampled.
+    """
+    try:
+        _, status, usage = os.wait4(popen.pid, 0)
+    except ChildProcessError:
+        return popen.wait(), None
+    popen.returncode = os.waitstatus_to_exitcode(status)
+    peak = int(usage.ru_maxrss) * 1024 if usage.ru_maxrss > 0 else None  # Linux: kilobytes
+    return popen.returncode, peak
+
+
 def supervise(request: dict, out, parent: int) -> None:
     """Run one job to its end and record it."""
     log, record, key = request["log"], request["record"], request["key"]
@@ -145,10 +161,10 @@ def supervise(request: dict, out, parent: int) -> None:
                          before=request.get("before") or {},
                          folders=request.get("folders") or []), False)
     _answer(out, {"pid": popen.pid, "started": started})
-    code = popen.wait()
+    code, peak = _wait(popen)
     finished = _now()
     orphaned = os.getppid() != parent  # nobody else will record it: make it survive a power cut
-    _record(record, dict(base, exit_code=code, finished=finished), orphaned)
+    _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak), orphaned)
     _note(log, f"\n# finished {finished} with exit code {code}\n")
     left = _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
     if left:

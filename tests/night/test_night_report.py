@@ -238,7 +238,7 @@ def test_a_night_whose_runner_died_says_when_it_was_resumed(tmp_path):
     from spacrq.queue.runner import runner_state, start_runner
     from spacrq.queue.store import load_queue as load
     queue = Queue(name="crashy")
-    queue.add(Job(module="command", id="long", settings={"argv": _py("import time; time.sleep(1.5)")}),
+    queue.add(Job(module="command", id="long", settings={"argv": _py("import time; time.sleep(3)")}),
               validate=False)
     queue.add(Job(module="command", id="after", settings={"argv": _py("print('after')")}),
               validate=False)
@@ -255,12 +255,19 @@ def test_a_night_whose_runner_died_says_when_it_was_resumed(tmp_path):
     deadline = time.monotonic() + 30
     while (runner_state(path) or {}).get("alive") and time.monotonic() < deadline:
         time.sleep(0.05)
-    died = report_html(path, written_at=WRITTEN)
-    assert "The runner died" in re.search(r'id="verdict">([^<]*)<', died).group(1)
+    died = re.search(r'id="verdict">([^<]*)<', report_html(path, written_at=WRITTEN)).group(1)
+    assert "The runner died" in died, (died, runner_state(path))
     done = subprocess.run([sys.executable, "-m", "spacrq", "queue", "resume", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     page = report_html(path, written_at=WRITTEN)
     verdict = re.search(r'id="verdict">([^<]*)<', page).group(1)
-    assert verdict.startswith("All good") and "resumed at" in verdict
+    assert verdict.startswith("All good") and "resumed at" in verdict, verdict
     assert ">resumed<" in page.split("<h2>Timeline</h2>")[1]
+
+
+def test_every_job_that_ran_has_its_peak_memory(night):
+    facts = {f.job.id: f for f in gather(night, with_machine=False).jobs}
+    for job_id in ("smooth", "measure", "sweep", "boom"):
+        assert facts[job_id].peak_rss_bytes and facts[job_id].peak_rss_bytes > 1 << 20, job_id
+    assert facts["after-boom"].peak_rss_bytes is None       # skipped: it never ran
