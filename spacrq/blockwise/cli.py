@@ -46,13 +46,16 @@ def run_spec(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except ValueError as exc:
         raise CliError(f"the spec cannot be turned into tasks: {exc}") from None
-    from spacrq.blockwise.clusters import ClusterError, executor_for
+    from spacrq.blockwise.clusters import ClusterError, ClusterLost, executor_for
     from spacrq.blockwise.live import tasks_lines
     from spacrq.terminal import LiveLines
     try:  # the first step names the executor (and the dask cluster) for the whole spec
         with executor_for({**spec.DEFAULTS, **steps[0]}, args.executor) as (executor, cluster), \
                 LiveLines(lambda: tasks_lines(t.tracking_path for t in tasks)):
             report = run_blockwise(tasks, executor=executor, dask_cluster=cluster)
+    except ClusterLost as exc:  # some blocks ran and are kept: a failed run, not a bad spec
+        print(f"spacrq: {exc}", file=sys.stderr)
+        return 1
     except (TrackingError, RunFileError, ClusterError) as exc:
         raise CliError(str(exc)) from None
     if args.json:

@@ -345,7 +345,7 @@ def _task_runs(order: list[Task], folders: dict) -> list[TaskRun]:
         if task.tracking_path is not None:
             _refuse_folder_links(task.tracking_path)
             store = TrackingStore.open(task.tracking_path, task.task_id, task.grid,
-                                       task.resource_tracking)
+                                       task.resource_tracking, writes=getattr(task, "writes", None))
         task._log_dir = logs if store is None else None
         sched = TaskSchedule(task.task_id, task.grid, task.max_retries, task.check_function)
         for up in task.upstream_tasks:

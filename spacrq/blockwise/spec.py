@@ -166,7 +166,14 @@ def build_task(settings: dict, base: Path, upstream=()):
     return Task(task_id_of(s), total, read, write, fn, read_write_conflict=False,
                 fit="shrink", num_workers=v["num_workers"], max_retries=v["max_retries"],
                 timeout=v["timeout"], upstream_tasks=tuple(upstream),
-                tracking_path=tracking_folder(s, base), resource_tracking=v["resource_tracking"])
+                tracking_path=tracking_folder(s, base), resource_tracking=v["resource_tracking"],
+                writes=_real_path(dst))
+
+
+def _real_path(path: Path) -> str:
+    """``path`` however spelled (``./o.zarr``, through a link): what the store records."""
+    import os
+    return os.path.realpath(path)
 
 
 def _ensure_output(path: Path, shape, chunks, dtype) -> None:
@@ -254,11 +261,35 @@ def _changes_scale(step: dict) -> bool:
             and OPERATIONS.get(op, {}).get("scale", 1) != 1)
 
 
+def _shared_folder(steps: list[dict], ids: list[str], base: Path) -> str | None:
+    """The sentence refusing two steps that write one output or keep one tracking store.
+
+    Two steps writing one array overwrite each other's blocks; two sharing a
+    store would each take the other's done marks for their own and skip them.
+    """
+    import os
+    for what, folder_of, fix in (("output", output_folder, "output"),
+                                 ("tracking store", tracking_folder, "tracking")):
+        seen: dict[str, str] = {}
+        for step, tid in zip(steps, ids):
+            if not isinstance(step.get("output"), str) or not isinstance(step.get("tracking", ""), str):
+                continue  # check_step says what is wrong with it
+            where = os.path.realpath(folder_of(step, base))
+            if where in seen:
+                return (f"steps {seen[where]!r} and {tid!r} both use the {what} {where}; "
+                        f"give each step its own '{fix}'")
+            seen[where] = tid
+    return None
+
+
 def build_tasks(steps: list[dict], base: Path) -> list:
     """Tasks for every step, upstream links resolved by task id; SpecError on any problem."""
     ids = [task_id_of(s) for s in steps]
     if len(set(ids)) != len(ids):
         raise SpecError("two steps share a task_id; give each step its own 'task_id'")
+    shared = _shared_folder(steps, ids, base)
+    if shared:
+        raise SpecError(shared)
     outputs = {str(output_folder(s, base)) for s in steps
                if s.get("output") and isinstance(s.get("output"), str)}
     found: list[Problem] = []

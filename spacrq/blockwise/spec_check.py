@@ -15,6 +15,7 @@ axis is a sentence naming the file.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,15 @@ _EXAMPLES = {"task_id": "smooth", "input": "raw.zarr", "output": "smooth.zarr",
 def resolve(path: Any, base: Path) -> Path:
     p = Path(str(path)).expanduser()
     return p if p.is_absolute() else base / p
+
+
+def same_place(a: Path, b: Path) -> bool:
+    """Whether two paths name one folder, however spelled (``./x/../in.zarr``, a link to it).
+
+    A step whose output is its input spelled another way would smooth the
+    input in place; two steps writing one folder would overwrite each other.
+    """
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _show(value: Any) -> str:
@@ -191,7 +201,7 @@ def check_step(settings: dict, defaults: dict, base: Path, job_id: str = "",
     if not s["output"]:
         if "output" not in not_text:
             bad("output", "no output array is given", "Set 'output' to the zarr array to write.")
-    elif s["input"] and resolve(s["output"], base) == resolve(s["input"], base):
+    elif s["input"] and same_place(resolve(s["output"], base), resolve(s["input"], base)):
         bad("output", "output is the same array as input",
             "Write to a new array; a block would read voxels its neighbour already changed.")
     else:
