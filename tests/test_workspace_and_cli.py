@@ -1,8 +1,10 @@
 """The workspace layout, the module registry and the top-level command."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -68,20 +70,111 @@ def test_python_dash_m_spacrq_version():
     assert out.returncode == 0 and out.stdout.startswith("spacrq ")
 
 
-def test_the_demo_workspace_holds_a_queue_a_finished_blockwise_run_and_an_experiment(tmp_path):
+def test_a_new_workspace_is_seeded_with_the_demo_night(tmp_path):
     ws, notes = workspace.open_workspace(tmp_path / "demo", demo=True)
     assert notes == []
-    assert list(ws.queues.glob("*.queue.json"))
-    stores = [p for p in ws.runs.iterdir() if (p / "runs.jsonl").is_file()]
-    assert stores, "the demo's blockwise run must be where the Run Report pane looks"
+    from spacrq.queue import load_queue, validate_queue
+    queue = load_queue(ws.queues / "demo.queue.json")
+    assert [(j.id, j.module) for j in queue.jobs] == [
+        ("prepare", "python"), ("smooth", "blockwise"), ("threshold", "blockwise"),
+        ("measure", "python"), ("sweep", "experiment"), ("fails-on-purpose", "command"),
+        ("after-failure", "command")]
+    assert not [p for p in validate_queue(queue) if p.is_error]
     assert (ws.experiments / "experiments.json").is_file()
+    assert (ws.data / "blockwise_demo.json").is_file()
+    assert not ws.demo_pending()
+
+
+def test_the_window_opens_first_and_seeds_after(tmp_path):
+    ws, notes = workspace.open_workspace(tmp_path / "w", seed=False)
+    assert notes == [] and ws.demo_pending()
+    assert list(ws.queues.iterdir()) == []
+    assert workspace.seed_demo(ws) == []
+    assert not ws.demo_pending() and (ws.queues / "demo.queue.json").is_file()
+    again, _ = workspace.open_workspace(ws.root)
+    assert not again.demo_pending()
+
+
+def test_a_missing_workspace_folder_is_made_with_its_parents(tmp_path):
+    ws, _ = workspace.open_workspace(tmp_path / "new" / "deeper" / "ws", demo=False)
+    assert ws.is_initialised() and ws.queues.is_dir()
+
+
+def test_a_folder_of_other_things_is_not_made_a_workspace(tmp_path):
+    folder = tmp_path / "Documents"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("")
+    with pytest.raises(workspace.WorkspaceError, match="not a spacrq workspace"):
+        workspace.open_workspace(folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["thesis.tex"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert workspace.open_workspace(empty, demo=False)[0].is_initialised()
+
+
+def test_a_file_in_place_of_the_workspace_is_refused(tmp_path):
+    (tmp_path / "ws").write_text("")
+    with pytest.raises(workspace.WorkspaceError, match="is a file, not a folder"):
+        workspace.open_workspace(tmp_path / "ws")
+
+
+def test_a_read_only_workspace_is_refused_with_the_fix(tmp_path):
+    ws, _ = workspace.open_workspace(tmp_path / "ws", demo=False)
+    os.chmod(ws.root, 0o555)
+    try:
+        with pytest.raises(workspace.WorkspaceError, match="read-only.*chmod u\\+w"):
+            workspace.open_workspace(ws.root)
+    finally:
+        os.chmod(ws.root, 0o755)
+
+
+def test_spacrq_demo_without_a_display_runs_the_night_and_prints_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["QT_QPA_PLATFORM"] = "offscreen"
+    root = tmp_path / "demo"
+    out = subprocess.run([sys.executable, "-m", "spacrq", "demo", "--workspace", str(root)],
+                         capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "5 ok (1 partial), 1 failed, 1 skipped, 0 not run" in text
+    assert "Resource Utilization" in text and "demo_smooth" in text and "demo_threshold" in text
+    assert f"spacrq gui --workspace {root}" in text
+    from spacrq import experiments as ex
+    from spacrq.queue import load_queue
+    status = {j.id: (j.status, j.is_partial) for j in load_queue(root / "queues" / "demo.queue.json").jobs}
+    assert status == {"prepare": ("success", False), "smooth": ("success", False),
+                      "threshold": ("success", False), "measure": ("success", True),
+                      "sweep": ("success", False), "fails-on-purpose": ("failed", False),
+                      "after-failure": ("skipped", False)}
+    for task in ("demo_smooth", "demo_threshold"):
+        assert (root / "runs" / task / "runs.jsonl").is_file()
+    (spec,) = ex.load_experiments(root)
+    (run,) = ex.runs_of(spec.run_root)
+    assert ex.RunWatch(run).status()["state"] == "completed"
+
+
+def test_spacrq_demo_on_a_folder_that_cannot_be_a_workspace_is_exit_2(tmp_path, capsys):
+    (tmp_path / "x").write_text("")
+    assert cli.main(["demo", "--headless", "--workspace", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spacrq: ") and err.count("\n") == 1
 
 
 def test_opening_the_window_without_a_display_is_one_sentence_not_a_crash(tmp_path):
-    env = {k: v for k, v in __import__("os").environ.items()
+    env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["SPACRQ_WORKSPACE"] = str(tmp_path / "ws")
     out = subprocess.run([sys.executable, "-m", "spacrq"], capture_output=True, text=True,
                          timeout=60, env=env)
     assert out.returncode == 2
     assert out.stderr.startswith("spacrq: there is no display") and "Traceback" not in out.stderr
+
+
+def test_spacrq_demo_with_a_display_opens_the_window_and_starts_the_night(monkeypatch):
+    asked = []
+    monkeypatch.setattr(cli, "_has_display", lambda: True)
+    fake = types.ModuleType("spacrq.ui.app")  # the window itself is tested in tests/ui
+    fake.main = lambda argv: asked.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "spacrq.ui.app", fake)
+    assert cli.main(["demo", "--workspace", "/somewhere"]) == 0
+    assert asked == [["--workspace", "/somewhere", "--demo"]]

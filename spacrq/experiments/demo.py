@@ -1,47 +1,47 @@
-"""The Experiments part of a new workspace's demo.
+"""The Experiments part of the demo night: the simulated instrument sweep, declared.
 
-Declares the simulated instrument sweep (:mod:`spacrq.experiments.demo_sweep`)
-run by spacrq's own interpreter, and leaves one short finished run beside it,
-so a window opened on a fresh machine has a run table, records and a plot to
-show before anybody has pressed Run.
+Declares :mod:`spacrq.experiments.demo_sweep`, run by spacrq's own
+interpreter, in the workspace.  No run is made here: the demo queue's
+``experiment`` job runs it (:func:`demo_job_settings`), so the operator sees
+the run appear in the Experiments pane and fill live, started by the queue
+like a real night's measurement.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Any
 
 from spacrq.experiments.declarations import ExperimentSpec, declare_experiment, load_experiments
-from spacrq.experiments.demo_sweep import InstrumentSweep
-from spacrq.experiments.notes import add_note
-from spacrq.experiments.runs import config_text_of, create_run, new_run_id
+from spacrq.procs import interpreter
+from spacrq.procs import interpreter
 
-__all__ = ["seed_demo", "DEMO_NAME", "demo_spec"]
+__all__ = ["seed_demo", "DEMO_NAME", "demo_spec", "demo_job_settings"]
 
 DEMO_NAME = "demo-sweep"
+#: the sweep the demo night runs: 24 set-points, a quarter second each
+DEMO_CONFIG: dict[str, Any] = {"points": 24, "dwell": 0.25,
+                               "detector": {"readings": 3, "noise": 0.03}}
 
 
 def demo_spec(workspace_root: Path) -> ExperimentSpec:
     folder = Path(workspace_root) / "experiments" / DEMO_NAME
     return ExperimentSpec(name=DEMO_NAME, module="spacrq.experiments.demo_sweep",
-                          python=sys.executable, cwd=str(folder), env={},
+                          python=interpreter(), cwd=str(folder), env={},
                           run_root=str(folder / "runs"))
 
 
+def demo_job_settings(workspace_root: Path) -> dict[str, Any]:
+    """The settings of the demo queue's ``experiment`` job (a new run each night)."""
+    return {"experiment": DEMO_NAME, "workspace": str(workspace_root),
+            "config": dict(DEMO_CONFIG), "poll": 0.25}
+
+
 def seed_demo(ws) -> None:
-    """Declare the demo sweep in ``ws`` and run a short sweep of it in-process."""
+    """Declare the demo sweep in ``ws`` (once)."""
     root = Path(ws.root)
     if any(s.name == DEMO_NAME for s in load_experiments(root)):
         return
     spec = demo_spec(root)
     Path(spec.cwd).mkdir(parents=True, exist_ok=True)
+    Path(spec.run_root).mkdir(parents=True, exist_ok=True)
     declare_experiment(root, spec)
-    config = {"points": 12, "dwell": 0.0, "detector": {"readings": 3, "noise": 0.03}}
-    run_id = new_run_id("sweep")
-    run_dir = Path(spec.run_root) / run_id
-    create_run(run_dir, config_text_of(config), experiment=spec.name, module=spec.module,
-               config="demo")
-    outcome = InstrumentSweep().run(spec.run_root, run_id=run_id, config=config)
-    if outcome.state != "completed":
-        raise RuntimeError(f"the demo sweep did not complete ({outcome.message})")
-    add_note(run_dir, "Demo run made when the workspace was created: 12 points, no dwell.",
-             by="spacrq")

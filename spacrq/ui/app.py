@@ -1,33 +1,36 @@
-"""The application: one instance per workspace, a tray icon, the main window.
+"""The application: crash logs, remembered state, one window per workspace, a tray icon.
 
-A second ``spacrq`` on the same workspace does not open a second window that
-would race the first over the same files: it asks the running one (over a
-local socket, no network) to come to the front, and exits.
+``main`` does only what the first paint needs before it paints — the crash
+hooks, the settings, the workspace folder, the workspace's lock
+(:mod:`spacrq.ui.instance`) and an empty window — and everything else after:
+the socket second launches call, the rotating log, the icon and tray, and
+(in the window) the demo and the panes.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes.util
-import hashlib
+import logging
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
-from PySide6.QtCore import QLockFile, QStandardPaths
-from PySide6.QtGui import QAction, QIcon
-from PySide6.QtNetwork import QLocalServer, QLocalSocket
-from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
 
-from spacrq.workspace import open_workspace
+from spacrq import __version__
+from spacrq.ui.crash import CrashGuard
+from spacrq.ui.instance import SingleInstance
+from spacrq.ui.state import WindowState
+from spacrq.workspace import WorkspaceError, open_workspace
+
+log = logging.getLogger("spacrq")
 
 
-def _server_name(root: str) -> str:
-    return "spacrq-" + hashlib.sha1(root.encode()).hexdigest()[:12]
-
-
-def app_icon() -> QIcon:
-    from importlib.resources import files
-    path = files("spacrq") / "resources" / "spacrq.svg"
+def app_icon():
+    from PySide6.QtGui import QIcon
+    from spacrq.resources import RESOURCES  # the one place resources are found (wheel, checkout, bundle)
+    path = RESOURCES / "spacrq.svg"
     return QIcon(str(path)) if path.is_file() else QIcon()
 
 
@@ -39,6 +42,7 @@ def _display_problem() -> str:
         return ("there is no display to open the window on; run it from a desktop session (or "
                 "over ssh -X), or drive it headless with 'spacrq queue|exp|blockwise …'")
     if not os.environ.get("WAYLAND_DISPLAY"):
+        import ctypes.util  # only here: it runs ldconfig, which a Wayland or offscreen start skips
         missing = [package for lib, package in _XCB_LIBRARIES if not ctypes.util.find_library(lib)]
         if missing:
             return (f"Qt needs system libraries to open a window on X11 that this machine lacks; "
@@ -57,43 +61,64 @@ _XCB_LIBRARIES = (
 )
 
 
-class SingleInstance:
-    """Holds the workspace's lock file and answers "show yourself" requests."""
+def _open_chosen(given: str | None, state: WindowState):
+    """The workspace to open: the one asked for, else the last one (when it is still there
+    and usable), else the default.  Only a folder the operator named can be an error."""
+    if given:
+        return open_workspace(given, seed=False)
+    last = state.last_workspace()
+    notes: list[str] = []
+    if last:
+        try:
+            if not Path(last).is_dir():
+                raise WorkspaceError("it is not there any more (an unmounted disk?)")
+            return open_workspace(last, seed=False)
+        except WorkspaceError as exc:
+            state.forget_workspace(last)
+            notes.append(f"The last workspace, {last}, could not be opened ({exc}); the default "
+                         "workspace was opened instead.")
+    workspace, more = open_workspace(None, seed=False)
+    return workspace, notes + more
 
-    def __init__(self, root: str) -> None:
-        self.name = _server_name(root)
-        lock_dir = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.TempLocation)
-        self.lock = QLockFile(os.path.join(lock_dir, self.name + ".lock"))
-        self.lock.setStaleLockTime(0)
-        self.server: QLocalServer | None = None
 
-    def acquire(self) -> bool:
-        if self.lock.tryLock(100):
-            QLocalServer.removeServer(self.name)
-            self.server = QLocalServer()
-            self.server.listen(self.name)
-            return True
-        return False
+def _probe(window) -> None:
+    """``SPACRQ_STARTUP_PROBE``: print when the window first paints (the start-up benchmark)."""
+    mode = os.environ.get("SPACRQ_STARTUP_PROBE")
+    if not mode:
+        return
 
-    def signal_running(self) -> bool:
-        sock = QLocalSocket()
-        sock.connectToServer(self.name)
-        if not sock.waitForConnected(1000):
-            return False
-        sock.write(b"show\n")
-        sock.waitForBytesWritten(1000)
-        sock.disconnectFromServer()
-        return True
+    def painted() -> None:
+        print(f"spacrq-first-paint {window.painted_at:.6f}", flush=True)
+        if mode == "exit":
+            QTimer.singleShot(0, QApplication.instance().quit)
 
-    def release(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        self.lock.unlock()
+    window.first_painted.connect(painted)
+
+
+def _tray(window, icon):
+    """A tray icon that brings the window back and says when a queue or run ends."""
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+    if not QSystemTrayIcon.isSystemTrayAvailable():
+        return None
+    tray = QSystemTrayIcon(icon, window)
+    menu = QMenu(window)
+    show = QAction("Show spacrq", menu)
+    show.setToolTip("Bring the spacrq window to the front.")
+    show.setStatusTip("Bring the spacrq window to the front.")
+    show.triggered.connect(window.showNormal)
+    menu.addAction(show)
+    tray.setContextMenu(menu)
+    tray.setToolTip("spacrq")
+    tray.show()
+    window.notify.connect(lambda message: tray.showMessage("spacrq", message))
+    return tray
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spacrq-gui")
     parser.add_argument("--workspace", default=None)
+    parser.add_argument("--demo", action="store_true", help="start the demo night once the window is up")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if QApplication.instance() is None:
         problem = _display_problem()
@@ -102,43 +127,75 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("spacrq")
-    app.setWindowIcon(app_icon())
-    workspace, notes = open_workspace(args.workspace)
-    instance = SingleInstance(str(workspace.root))
-    if not instance.acquire():
+    guard = CrashGuard(parent=app).install(log_file=False)  # the log file opens after the paint
+    state = WindowState()
+    try:
+        workspace, notes = _open_chosen(args.workspace, state)
+    except WorkspaceError as exc:
+        print(f"spacrq: {exc}", file=sys.stderr)
+        guard.uninstall()
+        return 2
+    try:
+        instance = SingleInstance(str(workspace.root))
+        mine = instance.acquire()
+    except OSError as exc:
+        print(f"spacrq: {exc}", file=sys.stderr)
+        guard.uninstall()
+        return 2
+    if not mine:
+        guard.uninstall()
         if instance.signal_running():
             print(f"spacrq is already open on {workspace.root}; brought it to the front.")
             return 0
+        print(f"spacrq: spacrq is already open on {workspace.root} (process "
+              f"{instance.holder() or '?'}) but does not answer; close that window, or end "
+              "that process, and start spacrq again", file=sys.stderr)
+        return 2
+    holder = {"instance": instance}
+
+    def claim(root: Path) -> bool:
+        other = SingleInstance(str(root), instance.folder)
+        if not other.acquire():
+            other.signal_running(wait=0.0)  # one try: this runs in a slot
+            return False
+        holder["instance"].release()
+        holder["instance"] = other
+        other.listen().newConnection.connect(show_window)
+        return True
+
     from spacrq.ui.main_window import MainWindow
-    window = MainWindow(workspace, notes)
+    window = MainWindow(workspace, notes, state=state, guard=guard, demo=args.demo,
+                        claim_workspace=claim)
+    state.remember_workspace(workspace.root)
+    _probe(window)
     window.show()
 
     def show_window() -> None:
-        if instance.server is None:
+        server = holder["instance"].server
+        if server is None:
             return
-        conn = instance.server.nextPendingConnection()
+        conn = server.nextPendingConnection()
         if conn is not None:
             conn.deleteLater()
         window.showNormal()
         window.raise_()
         window.activateWindow()
 
-    if instance.server is not None:
-        instance.server.newConnection.connect(show_window)
+    def after_first_paint() -> None:
+        """What the operator does not need to see the window: the socket, the log, the icon, the tray."""
+        if holder["instance"] is instance and instance.server is None:
+            instance.listen().newConnection.connect(show_window)
+        guard.start_log()
+        log.info("spacrq %s opened %s (logs in %s)", __version__, workspace.root, guard.folder)
+        icon = app_icon()
+        app.setWindowIcon(icon)
+        holder["tray"] = _tray(window, icon)
 
-    tray = None
-    if QSystemTrayIcon.isSystemTrayAvailable():
-        tray = QSystemTrayIcon(app_icon(), app)
-        menu = QMenu()
-        show = QAction("Show spacrq", menu)
-        show.triggered.connect(window.showNormal)
-        menu.addAction(show)
-        tray.setContextMenu(menu)
-        tray.setToolTip("spacrq")
-        tray.show()
-        window.notify.connect(lambda message: tray.showMessage("spacrq", message))
+    window.first_painted.connect(lambda: QTimer.singleShot(0, after_first_paint))
     code = app.exec()
-    instance.release()
+    holder["instance"].release()
+    log.info("spacrq closed (exit %s)", code)
+    guard.uninstall()
     return code
 
 

@@ -1,18 +1,36 @@
-"""The main window: three panes over one workspace.
+"""The main window: three panes over one workspace, on screen before anything slow.
 
 Each pane is a self-contained widget ``Pane(workspace, parent)`` with a
 ``shutdown()`` that stops its poller, and a ``notify`` signal carrying
 one-line messages for the status bar and the tray.  The window itself holds
-no logic: closing it stops the pollers and nothing else — runs go on.
+no logic: its menus press the panes' own buttons, and closing it stops the
+pollers and nothing else — runs go on.
+
+It opens with a "loading…" line in each tab and paints; only then does
+:class:`~spacrq.ui.startup.Startup` seed a new workspace, start the demo
+night when asked, and import each pane's module on a thread, and the window
+builds each pane as its module arrives (the one shown first).  It remembers
+its layout (:mod:`spacrq.ui.state`) and shows an uncaught error as a message
+naming the crash log (:mod:`spacrq.ui.crash`), and carries on.
 """
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Callable
 
-from PySide6.QtCore import Qt, Signal
+# Only what the first paint needs is imported here: PySide6 builds a class (and the whole
+# ``Qt`` namespace, ~40 ms) on first use, so dialogs and enums are imported where used.
+from PySide6.QtCore import QEvent, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
 
 from spacrq import __version__
+from spacrq.ui import startup
+from spacrq.ui.menus import MenuBar
+from spacrq.ui.status import running_summary
 from spacrq.workspace import Workspace
 
 #: (tab title, "module:Class")
@@ -21,6 +39,7 @@ PANES = (
     ("Run Report", "spacrq.ui.report_pane:RunReportPane"),
     ("Experiments", "spacrq.ui.experiments_pane:ExperimentsPane"),
 )
+log = logging.getLogger("spacrq")
 
 
 def _load(target: str):
@@ -28,45 +47,292 @@ def _load(target: str):
     return getattr(importlib.import_module(mod), cls)
 
 
+class Placeholder(QLabel):
+    """What a tab shows until its pane is built (or why it could not be)."""
+
+    is_placeholder = True
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        # centred by a style property: the alignment enum would build Qt's whole enum
+        # namespace, and rich text its layout engine, before the first paint
+        self.setStyleSheet("qproperty-alignment: AlignCenter;")
+        self.setWordWrap(True)
+
+
 class MainWindow(QMainWindow):
     notify = Signal(str)
+    first_painted = Signal()
+    #: every pane is built (or known broken): tests and the screenshot script wait on it
+    loaded = Signal()
 
     def __init__(self, workspace: Workspace, notes: list[str] | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, state=None, guard=None,
+                 demo: bool = False, seed: bool = True,
+                 claim_workspace: Callable[[Path], bool] | None = None) -> None:
         super().__init__(parent)
         self.workspace = workspace
-        self.setWindowTitle(f"spacrq — {workspace.root}")
+        self.state = state
+        self.guard = guard
+        self._demo, self._seed = demo, seed
+        self.claim_workspace = claim_workspace or (lambda root: True)
+        self.painted_at: float | None = None
+        self._closing = False
+        self._startup: startup.Startup | None = None
+        self._opening: startup.Startup | None = None
+        self._crash_box = None  # QMessageBox, made on the first error
+        self._about = None
         self.resize(1280, 820)
         self.tabs = QTabWidget(self)
         self.tabs.setDocumentMode(True)
         self.setCentralWidget(self.tabs)
         self.panes: dict[str, QWidget] = {}
-        for title, target in PANES:
-            try:
-                pane = _load(target)(workspace, self)
-            except Exception as exc:
-                pane = QLabel(f"The {title} pane could not be opened: {exc}")
-                pane.setAlignment(Qt.AlignmentFlag.AlignCenter)
-                pane.setWordWrap(True)
-            self.panes[title] = pane
-            self.tabs.addTab(pane, title)
-            if hasattr(pane, "notify"):
-                pane.notify.connect(self._on_notify)
+        self._place_holders()
+        self.menus = MenuBar(self, [title for title, _ in PANES])
+        self.running_label = QLabel("Nothing running")
+        self.running_label.setToolTip("What is running now, in every pane.")
+        self.statusBar().addPermanentWidget(self.running_label)
         self.statusBar().showMessage(f"spacrq {__version__} · workspace {workspace.root}")
+        self._running_timer = QTimer(self)
+        self._running_timer.setInterval(1000)
+        self._running_timer.timeout.connect(self.refresh_running)
+        if state is not None:
+            state.restore_window(self)
+            self.show_pane(state.last_pane() or "")
+            if state.note:
+                notes = [state.note, *(notes or [])]
+        if guard is not None:
+            guard.crashed.connect(self.show_crash)
+        self._retitle()
         for note in notes or []:
             self._on_notify(note)
+        self.installEventFilter(self)
+
+    # -- first paint, then the rest ------------------------------------------------
+    def _place_holders(self) -> None:
+        current = self.tabs.currentIndex()
+        self.tabs.blockSignals(True)
+        self.tabs.clear()
+        for title, _target in PANES:
+            pane = Placeholder(f"Loading the {title} pane…")
+            self.panes[title] = pane
+            self.tabs.addTab(pane, title)
+        self.tabs.setCurrentIndex(max(current, 0))
+        self.tabs.blockSignals(False)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt naming)
+        if watched is self and event.type() == QEvent.Type.Paint and self.painted_at is None:
+            self.painted_at = time.time()
+            self.removeEventFilter(self)  # one paint is all it waits for
+            self.first_painted.emit()
+            QTimer.singleShot(0, self.start_loading)
+        return False
+
+    def start_loading(self) -> None:
+        """Seed, start the demo, import and build the panes (after the first paint)."""
+        if self._startup is not None:
+            return
+        self.menus.bind_keys()
+        current = self.tabs.tabText(self.tabs.currentIndex())
+        order = sorted(PANES, key=lambda p: p[0] != current)
+        self._startup = startup.Startup(self.workspace, order, seed=self._seed, demo=self._demo,
+                                        parent=self)
+        self._startup.step.connect(self._on_startup_step)
+        self._startup.start()
+        self._running_timer.start()
+
+    def is_loaded(self) -> bool:
+        return not any(getattr(p, "is_placeholder", False) for p in self.panes.values())
+
+    def _on_startup_step(self, name: str, value) -> None:
+        if self.sender() is not self._startup or self._closing:
+            return  # from a workspace this window has left, or after it closed
+        if name == startup.NOTES:
+            for note in value:
+                self._on_notify(note)
+        elif name == startup.DEMO:
+            self._on_notify(value)
+        elif name == startup.IMPORTED:
+            title, problem = value
+            self._build_pane(title, problem)
+        elif name == startup.DONE:
+            self.loaded.emit()
+
+    def _build_pane(self, title: str, problem: Exception | None) -> None:
+        target = dict(PANES)[title]
+        try:
+            if problem is not None:
+                raise problem
+            # built without a parent: one that raises half-way is dropped whole, never left
+            # as a half-made child of the window; the tab takes it over below
+            pane = _load(target)(self.workspace)
+        except Exception as exc:
+            log.exception("the %s pane could not be opened", title)
+            pane = Placeholder(f"The {title} pane could not be opened: {exc}")
+            pane.is_placeholder = False
+        index = [t for t, _ in PANES].index(title)
+        was_current = self.tabs.currentIndex() == index
+        self.tabs.blockSignals(True)
+        old = self.panes[title]
+        self.tabs.removeTab(index)
+        self.tabs.insertTab(index, pane, title)
+        if was_current:
+            self.tabs.setCurrentIndex(index)
+        self.tabs.blockSignals(False)
+        old.deleteLater()
+        self.panes[title] = pane
+        if hasattr(pane, "notify"):
+            pane.notify.connect(self._on_notify)
+        if self.state is not None:
+            self.state.restore_pane(title, pane)
+        if title == "Queue" and hasattr(pane, "run_button"):
+            self.menus.attach_queue_pane(pane)
+
+    # -- what the window shows -----------------------------------------------------
+    def _retitle(self) -> None:
+        self.setWindowTitle(f"spacrq — {self.workspace.root}")
 
     def _on_notify(self, message: str) -> None:
+        log.info("%s", message)
         self.statusBar().showMessage(message, 15000)
         self.notify.emit(message)
 
-    def shutdown(self) -> None:
-        """Stop every pane's poller; the runs themselves go on."""
+    def refresh_running(self) -> None:
+        text = running_summary(self.panes)
+        if self.running_label.text() != text:
+            self.running_label.setText(text)
+
+    def show_pane(self, title: str) -> None:
+        titles = [t for t, _ in PANES]
+        if title in titles:
+            self.tabs.setCurrentIndex(titles.index(title))
+
+    def show_crash(self, summary: str, log_path: str) -> None:
+        """An uncaught error, said without stopping anything: one box, updated, never modal."""
+        text = (f"spacrq met an unexpected error and carried on: {summary}.\n\n"
+                f"The details are in {log_path}.")
+        self.statusBar().showMessage(f"Unexpected error: {summary} (details in {log_path})", 30000)
+        if self._crash_box is None:
+            from PySide6.QtCore import Qt
+            from PySide6.QtWidgets import QMessageBox
+            box = QMessageBox(QMessageBox.Icon.Warning, "spacrq: unexpected error", text,
+                              QMessageBox.StandardButton.Close, self)
+            box.setWindowModality(Qt.WindowModality.NonModal)
+            box.setToolTip("Closing this message changes nothing; the details stay in the log.")
+            for button in box.buttons():
+                button.setToolTip("Close this message.")
+            box.finished.connect(self._crash_box_closed)
+            self._crash_box = box
+        else:
+            count = self.guard.count if self.guard is not None else 0
+            text += f"\n\n({count} unexpected errors since the window opened.)" if count > 1 else ""
+        self._crash_box.setText(text)
+        self._crash_box.show()
+
+    def _crash_box_closed(self, *_args) -> None:
+        if self._crash_box is not None:
+            self._crash_box.deleteLater()
+            self._crash_box = None
+
+    def show_about(self) -> None:
+        logs = str(self.guard.folder) if self.guard is not None else "(not recorded: no log folder)"
+        settings = str(self.state.path) if self.state is not None else "(not kept)"
+        text = (f"<b>spacrq {__version__}</b><br>The overnight lab workstation.<br><br>"
+                f"Workspace: {self.workspace.root}<br>Logs and crash reports: {logs}<br>"
+                f"Settings: {settings}")
+        if self._about is None:
+            from PySide6.QtCore import Qt
+            from PySide6.QtWidgets import QMessageBox
+            self._about = QMessageBox(QMessageBox.Icon.Information, "About spacrq", text,
+                                      QMessageBox.StandardButton.Close, self)
+            self._about.setWindowModality(Qt.WindowModality.NonModal)
+            for button in self._about.buttons():
+                button.setToolTip("Close this box.")
+        self._about.setText(text)
+        self._about.show()
+
+    def open_logs_folder(self) -> None:
+        if self.guard is None:
+            self._on_notify("No logs folder: the window was started without crash logging.")
+            return
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.guard.folder)))
+
+    # -- workspaces ----------------------------------------------------------------
+    def recent_workspaces(self) -> list[str]:
+        if self.state is None:
+            return []
+        return [p for p in self.state.recent_workspaces() if p != str(self.workspace.root)]
+
+    def choose_workspace(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+        folder = QFileDialog.getExistingDirectory(self, "Open a workspace",
+                                                  str(self.workspace.root.parent))
+        if folder:
+            self.open_workspace_at(folder)
+
+    def open_workspace_at(self, path: str | os.PathLike) -> None:
+        """Check the folder on a thread; switch to it when it is a usable workspace."""
+        self._on_notify(f"Opening the workspace {path}…")
+        self._opening = startup.Startup(None, [], open_path=str(path), parent=self)
+        self._opening.step.connect(self._on_opened)
+        self._opening.start()
+
+    def _on_opened(self, name: str, value) -> None:
+        if name != startup.OPENED or self.sender() is not self._opening:
+            return
+        if isinstance(value, Exception):
+            self._on_notify(f"Could not open that workspace: {value}")
+            return
+        if value.root == self.workspace.root:
+            return
+        if not self.claim_workspace(value.root):
+            self._on_notify(f"{value.root} is open in another spacrq window; brought it to the front.")
+            return
+        self.switch_to(value)
+
+    def switch_to(self, workspace: Workspace) -> None:
+        """Leave this workspace (its runs go on) and open ``workspace`` in the same window."""
+        self._save_state()
+        self.menus.detach_queue_pane()
+        self._stop_panes()
+        for pane in self.panes.values():
+            pane.deleteLater()
+        self.workspace = workspace
+        self._startup = None
+        self._place_holders()
+        self._retitle()
+        if self.state is not None:
+            self.state.remember_workspace(workspace.root)
+        self._on_notify(f"Workspace {workspace.root}")
+        self._demo = False
+        self.start_loading()
+
+    # -- lifetime ------------------------------------------------------------------
+    def _save_state(self) -> None:
+        if self.state is not None:
+            self.state.save_window(self, self.tabs, self.panes)
+            self.state.remember_workspace(self.workspace.root)
+            self.state.sync()
+
+    def _stop_panes(self) -> None:
         for pane in self.panes.values():
             stop = getattr(pane, "shutdown", None)
             if stop is not None:
                 stop()
 
+    def shutdown(self) -> None:
+        """Stop every pane's poller and the start-up worker; the runs themselves go on."""
+        self._closing = True
+        self._running_timer.stop()
+        for worker in (self._startup, self._opening):
+            if worker is not None:
+                worker.wait(10.0)
+        self._stop_panes()
+
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        if not self._closing:
+            self._save_state()
         self.shutdown()
         super().closeEvent(event)

@@ -63,6 +63,7 @@ class JobEditor(QGroupBox):
         self.retries.setRange(0, 9)
         self.retries.setToolTip("Run a failed job again at most this many more times.")
         self.add_button = QPushButton("Add job")
+        self.add_button.setToolTip("Check this job and add it to the end of the queue (Enter).")
         self.add_button.setDefault(True)
 
         self.main_label = QLabel("Command")

@@ -1,16 +1,50 @@
-"""The main window hosts the three panes and stops their pollers when closed."""
+"""The main window: paints first, then builds its three panes; menus press the panes' buttons."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QAbstractButton, QLabel, QTabBar
 
 from spacrq.ui.main_window import PANES, MainWindow
 from spacrq.ui.poller import LIVE_POLLERS
 
+WAIT = 20_000
+
+
+def open_window(qtbot, workspace, **kwargs) -> MainWindow:
+    window = MainWindow(workspace, **kwargs)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.loaded, timeout=WAIT):
+        window.show()
+    return window
+
+
+def test_the_window_paints_before_seeding_or_building_any_pane(qtbot, tmp_path):
+    from spacrq.workspace import open_workspace
+    ws, _ = open_workspace(tmp_path / "new", seed=False)  # what the app does on a new workspace
+    window = MainWindow(ws)
+    qtbot.addWidget(window)
+    assert [getattr(p, "is_placeholder", False) for p in window.panes.values()] == [True] * 3
+    assert all("Loading" in p.text() for p in window.panes.values())
+    at_paint = {}
+
+    def painted() -> None:  # what was there when the window first painted
+        at_paint["queues"] = sorted(p.name for p in ws.queues.iterdir())
+        at_paint["placeholders"] = all(getattr(p, "is_placeholder", False)
+                                       for p in window.panes.values())
+
+    window.first_painted.connect(painted)
+    with qtbot.waitSignal(window.loaded, timeout=WAIT):
+        window.show()
+    assert at_paint == {"queues": [], "placeholders": True}
+    assert window.painted_at is not None and window.is_loaded()
+    assert (ws.queues / "demo.queue.json").is_file() and not ws.demo_pending()  # seeded after
+    qtbot.waitUntil(lambda: window.panes["Queue"].path is not None
+                    and window.panes["Queue"].path.name == "demo.queue.json", timeout=WAIT)
+    window.close()
+
 
 def test_window_shows_three_working_panes_and_closing_stops_the_pollers(qtbot, workspace):
-    window = MainWindow(workspace)
-    qtbot.addWidget(window)
-    window.show()
+    window = open_window(qtbot, workspace)
     titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     assert titles == [title for title, _ in PANES]
     broken = [t for t, pane in window.panes.items() if isinstance(pane, QLabel)]
@@ -21,11 +55,154 @@ def test_window_shows_three_working_panes_and_closing_stops_the_pollers(qtbot, w
 
 
 def test_pane_messages_reach_the_status_bar(qtbot, workspace):
-    window = MainWindow(workspace, notes=["the demo could not be set up: disk full"])
-    qtbot.addWidget(window)
-    assert "disk full" in window.statusBar().currentMessage()
+    window = open_window(qtbot, workspace, notes=["the demo could not be set up: disk full"])
     with qtbot.waitSignal(window.notify, timeout=1000) as blocker:
         window.panes["Queue"].notify.emit("queue finished: 3 ok")
     assert blocker.args == ["queue finished: 3 ok"]
     assert window.statusBar().currentMessage() == "queue finished: 3 ok"
-    window.shutdown()
+    window.close()
+
+
+def test_a_pane_that_cannot_be_opened_says_why_and_the_others_work(qtbot, workspace, monkeypatch):
+    from spacrq.ui import main_window
+    monkeypatch.setattr(main_window, "PANES", PANES[:2] + (("Experiments", "no_such_pkg_xyz:Pane"),))
+    window = open_window(qtbot, workspace)
+    assert "could not be opened" in window.panes["Experiments"].text()
+    assert not isinstance(window.panes["Queue"], QLabel)
+    window.close()
+
+
+def test_menus_hold_file_run_view_help_and_drive_the_queue_pane(qtbot, workspace):
+    window = open_window(qtbot, workspace)
+    menus = [a.text().replace("&", "") for a in window.menuBar().actions()]
+    assert menus == ["File", "Run", "View", "Help"]
+    acts = window.menus.actions
+    for key in ("new", "open", "save", "workspace", "quit", "run", "stop", "abort", "resume",
+                "retry", "about", "logs"):
+        assert key in acts
+    assert acts["run"].shortcut().toString() == "F5"
+    assert acts["stop"].shortcut().toString() == "Shift+F5"
+    assert acts["resume"].shortcut().toString() == "F6"
+    queue = window.panes["Queue"]
+    # each action is enabled exactly when its button is, and pressing it clicks the button
+    assert acts["stop"].isEnabled() == queue.stop_button.isEnabled()
+    queue.stop_button.setEnabled(True)
+    assert acts["stop"].isEnabled()
+    queue.stop_button.setEnabled(False)
+    assert not acts["stop"].isEnabled()
+    clicked = []
+    queue.validate_button.clicked.connect(lambda: clicked.append("validate"))
+    queue.save_button.setEnabled(True)
+    queue.save_button.clicked.connect(lambda: clicked.append("save"))
+    window.show_pane("Experiments")
+    acts["save"].trigger()
+    assert clicked == ["save"]
+    assert window.tabs.tabText(window.tabs.currentIndex()) == "Queue"
+    window.close()
+
+
+def test_view_shortcuts_switch_panes(qtbot, workspace):
+    window = open_window(qtbot, workspace)
+    window.activateWindow()
+    for n, (title, _target) in enumerate(PANES, start=1):
+        window.menus.actions[f"pane:{title}"].trigger()
+        assert window.tabs.currentIndex() == n - 1
+        assert window.menus.actions[f"pane:{title}"].shortcut().toString() == f"Ctrl+{n}"
+    window.close()
+
+
+def _qt_internal(button: QAbstractButton) -> bool:
+    """Buttons Qt draws for its own widgets (tab scroll arrows, a table's corner)."""
+    return isinstance(button.parent(), QTabBar) or button.objectName().startswith("qt_")
+
+
+def test_every_button_and_action_of_the_window_says_what_it_does(qtbot, workspace):
+    window = open_window(qtbot, workspace)
+    window.menus.fill_recent()
+    silent = []
+    for button in window.findChildren(QAbstractButton):
+        if not _qt_internal(button) and not button.toolTip().strip():
+            silent.append(f"button {button.text()!r} ({type(button).__name__})")
+    for action in window.findChildren(QAction):
+        if action.isSeparator() or not action.text() or action.menu() is not None:
+            continue
+        if not action.statusTip().strip() and not action.toolTip().strip():
+            silent.append(f"action {action.text()!r}")
+        if action.parent() is window and not action.statusTip().strip():
+            silent.append(f"window action {action.text()!r} has no status tip")
+    window.close()
+    assert silent == [], "\n".join(silent)
+
+
+def test_the_status_bar_says_what_is_running(qtbot, workspace):
+    window = open_window(qtbot, workspace)
+    assert window.running_label.text() == "Nothing running"
+    queue = window.panes["Queue"]
+    queue.runner = {"alive": True, "current_job": "smooth"}
+    window.refresh_running()
+    assert "running smooth" in window.running_label.text()
+    queue.runner = {}
+    window.close()
+
+
+def test_about_names_the_logs_folder_without_blocking(qtbot, workspace, tmp_path):
+    from spacrq.ui.crash import CrashGuard
+    guard = CrashGuard(tmp_path / "logs")
+    window = open_window(qtbot, workspace, guard=guard)
+    window.show_about()  # returns: the box is not modal
+    assert str(tmp_path / "logs") in window._about.text()
+    assert not window._about.isModal()
+    window._about.close()
+    window.close()
+
+
+def test_the_demo_night_fills_the_report_and_experiments_panes_live(qtbot, tmp_path):
+    from spacrq.workspace import open_workspace
+    ws, _ = open_workspace(tmp_path / "new", seed=False)  # as the window opens a new workspace
+    window = open_window(qtbot, ws, demo=True)
+    seen = {"task": set(), "run": set()}
+
+    def watch() -> bool:
+        report, experiments = window.panes["Run Report"], window.panes["Experiments"]
+        seen["task"] |= {k.rsplit("/", 1)[-1] for k, v in report._states.items() if v == "running"}
+        seen["run"] |= {r["state"] for r in experiments.runs.rows()}
+        rows = window.panes["Queue"].model.rows
+        done = len(rows) == 7 and all(r.status in ("success", "failed", "skipped") for r in rows)
+        return done and not window.panes["Queue"].runner_alive
+
+    qtbot.waitUntil(watch, timeout=90_000)
+    assert {"demo_smooth", "demo_threshold"} <= seen["task"], seen  # watched while running
+    assert "running" in seen["run"] and "completed" in seen["run"], seen
+    statuses = {r.job_id: r.status for r in window.panes["Queue"].model.rows}
+    assert statuses["measure"] == "success" and statuses["fails-on-purpose"] == "failed"
+    assert statuses["after-failure"] == "skipped"
+    window.close()
+
+
+def test_opening_a_folder_that_is_not_a_workspace_says_why_and_stays(qtbot, workspace, tmp_path):
+    stranger = tmp_path / "Documents"
+    stranger.mkdir()
+    (stranger / "thesis.tex").write_text("")
+    window = open_window(qtbot, workspace)
+    for bad in (stranger, tmp_path / "a-file"):
+        if bad.name == "a-file":
+            bad.write_text("")
+        window.open_workspace_at(bad)
+        qtbot.waitUntil(lambda: "Could not open" in window.statusBar().currentMessage(), timeout=5000)
+        assert window.workspace == workspace
+    window.close()
+
+
+def test_opening_another_workspace_switches_the_window_to_it(qtbot, workspace, tmp_path):
+    from spacrq.ui.state import WindowState
+    state = WindowState(tmp_path / "s.ini")
+    window = open_window(qtbot, workspace, state=state)
+    other = tmp_path / "other"
+    with qtbot.waitSignal(window.loaded, timeout=WAIT):
+        window.open_workspace_at(other)
+    assert window.workspace.root == other.resolve() and window.is_loaded()
+    assert str(other.resolve()) in window.windowTitle()
+    assert state.recent_workspaces()[0] == str(other.resolve())
+    assert str(workspace.root) in state.recent_workspaces()
+    window.close()
+    assert not any(p.is_running() for p in LIVE_POLLERS)

@@ -1,0 +1,139 @@
+"""One window per workspace: a lock the kernel holds for us, and a socket to be called on.
+
+A second ``spacrq`` on the same workspace does not open a second window that
+would race the first over the same files.  It finds the workspace's lock
+taken (an ``flock``: the kernel lets go when the holder dies, however it
+dies, so a crash never leaves a workspace locked) and asks the running window
+over a local socket, no network, to come to the front.
+
+Both live in a folder only this user can enter, mode 0700 set explicitly so
+no umask loosens it (``$XDG_RUNTIME_DIR/spacrq``, else the state folder, else
+a private folder under the temporary directory): another account on the
+workstation can neither call the window nor squat the lock.
+
+Taking the lock costs microseconds and happens before the window paints; the
+socket (QtNetwork) starts listening right after the first paint, and a
+second launch in that moment waits for it, up to a few seconds.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+from spacrq.ui.crash import state_dir
+
+#: how long a second launch waits for the first window's socket (it listens after its first paint)
+ANSWER_WAIT = 5.0
+
+
+def server_name(root: str) -> str:
+    data = root.encode()
+    return f"spacrq-{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
+
+
+def _private_dir(path: Path) -> Path | None:
+    """``path`` as a folder owned by us with mode 0700, or None when it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(path, 0o700)
+        return path
+    except OSError:
+        return None
+
+
+def instance_dir() -> Path:
+    """The private folder for sockets and locks, short enough for a socket path."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    candidates = [Path(runtime) / "spacrq"] if runtime else []
+    candidates += [state_dir() / "instance", Path(tempfile.gettempdir()) / f"spacrq-{os.getuid()}"]
+    for candidate in candidates:
+        if len(str(candidate)) > 80:  # a unix socket path is at most ~107 bytes
+            continue
+        found = _private_dir(candidate)
+        if found is not None:
+            return found
+    raise OSError("no private folder for spacrq's instance lock could be made; check that "
+                  f"{tempfile.gettempdir()} is writable")
+
+
+class SingleInstance:
+    """The workspace's lock and, once :meth:`listen` ran, its "show yourself" socket."""
+
+    def __init__(self, root: str, folder: Path | None = None) -> None:
+        self.folder = folder or instance_dir()
+        self.name = str(self.folder / server_name(root))
+        self.lock_path = self.name + ".lock"
+        self._fd: int | None = None
+        self.server = None
+
+    def acquire(self) -> bool:
+        """Take the lock; False when another live process holds it."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return True
+
+    def holder(self) -> str:
+        """The process id written by whoever holds the lock, or '' if unreadable."""
+        try:
+            return Path(self.lock_path).read_text().strip()
+        except OSError:
+            return ""
+
+    def listen(self):
+        """Start answering second launches (call after acquire)."""
+        from PySide6.QtNetwork import QLocalServer
+        QLocalServer.removeServer(self.name)  # a dead holder's socket file
+        server = QLocalServer()
+        server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
+        server.listen(self.name)
+        try:
+            os.chmod(self.name, 0o600)
+        except OSError:
+            pass
+        self.server = server
+        return server
+
+    def signal_running(self, wait: float = ANSWER_WAIT) -> bool:
+        """Ask the holder to show its window; True once it was asked."""
+        from PySide6.QtNetwork import QLocalSocket
+        deadline = time.monotonic() + wait
+        while True:
+            sock = QLocalSocket()
+            sock.connectToServer(self.name)
+            if sock.waitForConnected(1000):
+                sock.write(b"show\n")
+                sock.waitForBytesWritten(1000)
+                sock.disconnectFromServer()
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)  # the holder listens right after its first paint
+
+    def release(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

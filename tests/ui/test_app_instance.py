@@ -1,0 +1,123 @@
+"""One window per workspace: a second launch brings the first forward; the socket is private."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from spacrq.ui import instance as app
+
+
+@pytest.fixture
+def private_env(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.setenv("SPACRQ_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SPACRQ_SETTINGS", str(tmp_path / "settings.ini"))
+    return run
+
+
+@pytest.fixture
+def loose_umask():
+    old = os.umask(0)
+    yield
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_the_socket_and_lock_are_private_whatever_the_umask(qapp, private_env, loose_umask, workspace):
+    instance = app.SingleInstance(str(workspace.root))
+    try:
+        assert instance.acquire()
+        instance.listen()
+        folder = instance.folder
+        assert folder == private_env / "spacrq"
+        assert _mode(folder) == 0o700
+        assert os.lstat(folder).st_uid == os.getuid()
+        assert _mode(instance.name) & 0o077 == 0  # the socket itself
+        assert _mode(instance.lock_path) & 0o077 == 0
+        assert stat.S_ISSOCK(os.lstat(instance.name).st_mode)
+    finally:
+        instance.release()
+
+
+def test_a_loose_existing_folder_is_tightened_and_a_foreign_link_refused(private_env, tmp_path):
+    (private_env / "spacrq").mkdir(mode=0o777)
+    os.chmod(private_env / "spacrq", 0o777)
+    assert app.instance_dir() == private_env / "spacrq"
+    assert _mode(private_env / "spacrq") == 0o700
+    os.rmdir(private_env / "spacrq")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", private_env / "spacrq")
+    assert app.instance_dir() != private_env / "spacrq"  # a link is not our folder
+
+
+def test_a_second_launch_brings_the_first_window_forward_and_exits(qtbot, private_env, workspace):
+    first = app.SingleInstance(str(workspace.root))
+    assert first.acquire()
+    first.listen()
+    try:
+        with qtbot.waitSignal(first.server.newConnection, timeout=30_000):
+            out = subprocess.run([sys.executable, "-m", "spacrq.ui.app", "--workspace",
+                                  str(workspace.root)], capture_output=True, text=True, timeout=60,
+                                 env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+        assert out.returncode == 0, out.stderr
+        assert "already open" in out.stdout and "Traceback" not in out.stderr
+        # and the lock is still the first one's
+        assert not app.SingleInstance(str(workspace.root)).acquire()
+    finally:
+        first.release()
+
+
+def test_after_the_first_closes_the_workspace_can_be_opened_again(qapp, private_env, workspace):
+    first = app.SingleInstance(str(workspace.root))
+    assert first.acquire()
+    assert not app.SingleInstance(str(workspace.root)).acquire()  # held: two launches at once
+    first.release()
+    again = app.SingleInstance(str(workspace.root))
+    assert again.acquire()
+    again.release()
+
+
+def test_a_holder_that_never_answers_is_a_sentence_not_a_second_window(private_env, workspace,
+                                                                        monkeypatch):
+    first = app.SingleInstance(str(workspace.root))
+    assert first.acquire()  # holds the lock, never listens (a hung window)
+    try:
+        monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
+        out = subprocess.run([sys.executable, "-m", "spacrq", "gui", "--workspace",
+                              str(workspace.root)], capture_output=True, text=True, timeout=60)
+    finally:
+        first.release()
+    assert out.returncode == 2
+    assert "does not answer" in out.stderr and str(os.getpid()) in out.stderr
+
+
+@pytest.mark.parametrize("problem", ["file", "stranger", "read_only"])
+def test_a_workspace_that_cannot_be_used_is_one_sentence_and_exit_2(tmp_path, private_env, problem):
+    target = tmp_path / "ws"
+    if problem == "file":
+        target.write_text("not a folder")
+    elif problem == "stranger":
+        target.mkdir()
+        (target / "thesis.tex").write_text("")
+    else:
+        target.mkdir()
+        (target / "workspace.json").write_text('{"spacrq_workspace": 1}')
+        os.chmod(target, 0o555)
+    try:
+        out = subprocess.run([sys.executable, "-m", "spacrq", "gui", "--workspace", str(target)],
+                             capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    finally:
+        os.chmod(target, 0o755)
+    assert out.returncode == 2
+    assert out.stderr.startswith("spacrq: ") and out.stderr.count("\n") == 1
+    assert "Traceback" not in out.stderr and str(target) in out.stderr
