@@ -112,6 +112,7 @@ def _tray(window, icon):
     tray.setToolTip("spacrq")
     tray.show()
     window.notify.connect(lambda message: tray.showMessage("spacrq", message))
+    tray.messageClicked.connect(window.open_last_report)  # a queue's end: its morning report
     return tray
 
 

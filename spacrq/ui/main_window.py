@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -62,6 +63,8 @@ class Placeholder(QLabel):
 
 class MainWindow(QMainWindow):
     notify = Signal(str)
+    #: a morning report written off the GUI thread: (its path, or "", the problem or "")
+    report_written = Signal(str, str)
     first_painted = Signal()
     #: every pane is built (or known broken): tests and the screenshot script wait on it
     loaded = Signal()
@@ -88,6 +91,9 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
         self.panes: dict[str, QWidget] = {}
         self._place_holders()
+        self.report_written.connect(self._report_written)
+        self.last_ended_queue: str | None = None
+        self.last_report: str | None = None
         self.menus = MenuBar(self, [title for title, _ in PANES])
         self.running_label = QLabel("Nothing running")
         self.running_label.setToolTip("What is running now, in every pane.")
@@ -183,6 +189,8 @@ class MainWindow(QMainWindow):
         self.panes[title] = pane
         if hasattr(pane, "notify"):
             pane.notify.connect(self._on_notify)
+        if hasattr(pane, "queue_ended"):
+            pane.queue_ended.connect(self._queue_ended)
         if self.state is not None:
             self.state.restore_pane(title, pane)
         if title == "Queue" and hasattr(pane, "run_button"):
@@ -250,6 +258,58 @@ class MainWindow(QMainWindow):
                 button.setToolTip("Close this box.")
         self._about.setText(text)
         self._about.show()
+
+    # -- the morning report ----------------------------------------------------------
+    def _queue_ended(self, path: str) -> None:
+        """Remember the queue that just ended: a click on its notification opens its report."""
+        self.last_ended_queue = path
+
+    def morning_report(self, path: str | None = None) -> None:
+        """Write the morning report of ``path`` (default: the Queue pane's queue) and open it.
+
+        The report reads stores, runs and logs, so it is written on a thread of
+        its own; the browser is asked to open it when :attr:`report_written` says so.
+        """
+        if path is None:
+            pane = self.panes.get("Queue")
+            path = str(pane.path) if getattr(pane, "path", None) else None
+        if not path:
+            self._on_notify("No queue is open: open or save a queue first, then ask for its "
+                            "morning report.")
+            return
+        self._on_notify(f"Writing the morning report of {Path(path).name}…")
+        threading.Thread(target=self._write_report, args=(path,), name="spacrq-morning-report",
+                         daemon=True).start()
+
+    def open_last_report(self) -> None:
+        """The tray's click: the morning report of the queue that ended last."""
+        if getattr(self, "last_ended_queue", None):
+            self.morning_report(self.last_ended_queue)
+        else:
+            self.showNormal()
+            self.raise_()
+
+    def _write_report(self, path: str) -> None:
+        try:
+            from spacrq.night import write_report
+            written, problem = str(write_report(path)), ""
+        except Exception as exc:  # a report that cannot be written is a sentence, not a crash
+            written, problem = "", f"The morning report of {Path(path).name} could not be written: {exc}"
+        try:
+            self.report_written.emit(written, problem)
+        except RuntimeError:
+            pass  # the window closed meanwhile
+
+    def _report_written(self, path: str, problem: str) -> None:
+        if problem:
+            self._on_notify(problem)
+            return
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+        self.last_report = path
+        self.statusBar().showMessage(f"Morning report: {path}", 15000)
+        if not os.environ.get("SPACRQ_NO_BROWSER"):
+            QDesktopServices.openUrl(QUrl.fromLocalFile(path))
 
     def open_logs_folder(self) -> None:
         if self.guard is None:

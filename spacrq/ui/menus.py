@@ -94,6 +94,12 @@ class MenuBar:
             self.actions[key] = _action(window, run_menu, text, f"Queue pane: {tip}", keys,
                                         lambda _checked=False, k=key: self.press(k))
 
+        run_menu.addSeparator()
+        self.actions["report"] = _action(
+            window, run_menu, "&Morning report", "Write the morning report of the open queue — "
+            "the whole night on one page — and open it in the browser.", "Ctrl+R",
+            lambda _checked=False: window.morning_report())
+
         view = bar.addMenu("&View")
         view.setToolTipsVisible(True)
         for n, title in enumerate(panes, start=1):

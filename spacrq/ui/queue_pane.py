@@ -67,6 +67,8 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
     """One queue file at a time: its editor, its table, its run controls and its log."""
 
     notify = Signal(str)
+    #: the queue file whose runner just ended (its morning report is written)
+    queue_ended = Signal(str)
 
     def __init__(self, workspace, parent: QWidget | None = None) -> None:
         super().__init__(parent)

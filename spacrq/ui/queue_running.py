@@ -114,6 +114,8 @@ class QueueRunning:
         _done, _total, counts = progress_of(self.model.rows)
         summary = ", ".join(f"{n} {w}" for w, n in counts.items())
         ended = self.runner.get("state") or "ended"
+        if self.path is not None:
+            self.queue_ended.emit(str(self.path))
         self.notify.emit(f"Queue {self.queue.name} {ended}: {summary}")
         level = "info" if ended == "finished" and not counts.get("failed") else "warning"
         why = self.queue.stopped_reason if not self.dirty else ""
