@@ -230,6 +230,14 @@ class ExperimentsPane(QWidget):
         self._say(f"Could not read the experiments: {text}", ok=False)
 
     # experiments and their forms ------------------------------------------------
+    def plot_choices(self) -> dict[str, tuple[str, str]]:
+        """The x and y chosen for each experiment's records (kept by the window's state)."""
+        return dict(self.detail.plot.remembered)
+
+    def restore_plot_choices(self, choices: dict[str, tuple[str, str]]) -> None:
+        for name, pair in choices.items():
+            self.detail.plot.remembered.setdefault(name, pair)
+
     def _experiment_chosen(self, name: str) -> None:
         if not name or name == self._experiment:
             return

@@ -153,6 +153,10 @@ class WindowState:
             self._set(f"{key}/splitter{n}", splitter.saveState())
         for n, header in enumerate(_headers(pane)):
             self._set(f"{key}/columns{n}", [header.sectionSize(i) for i in range(header.count())])
+        choices = getattr(pane, "plot_choices", None)
+        if callable(choices):  # the x and y each experiment's records are plotted with
+            from spacrq.runfiles import dumps
+            self._set(f"{key}/plot_choices", dumps(choices()))
 
     def restore_pane(self, title: str, pane: QWidget) -> None:
         from PySide6.QtWidgets import QSplitter
@@ -165,6 +169,23 @@ class WindowState:
             widths = self._get(f"{key}/columns{n}", list)
             if widths:
                 _apply_widths(header, widths)
+        restore = getattr(pane, "restore_plot_choices", None)
+        text = self._get(f"{key}/plot_choices", str)
+        if callable(restore) and text:
+            restore(_plot_choices(text))
+
+
+def _plot_choices(text: str) -> dict[str, tuple[str, str]]:
+    """``{experiment: (x, y)}`` from the settings file; anything malformed is left out."""
+    from spacrq.runfiles import RunFileError, loads
+    try:
+        doc = loads(text, where="the remembered plot choices")
+    except RunFileError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {name: (pair[0], pair[1]) for name, pair in doc.items()
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)}
 
 
 def _key(title: str) -> str:

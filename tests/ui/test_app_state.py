@@ -153,3 +153,21 @@ def test_the_recent_workspaces_menu_lists_others_and_opens_one(qtbot, workspace,
         window.menus.recent.actions()[0].trigger()
     assert window.workspace.root == other.root
     window.close()
+
+
+def test_the_plot_choice_of_each_experiment_comes_back(qtbot, workspace, tmp_path):
+    ini = tmp_path / "settings.ini"
+    window = open_window(qtbot, workspace, WindowState(ini))
+    qtbot.waitUntil(lambda: hasattr(window.panes["Experiments"], "plot_choices"), timeout=WAIT)
+    window.panes["Experiments"].detail.plot.remembered["sweep"] = ("value.setpoint_mV", "value.signal")
+    window.close()
+    again = open_window(qtbot, workspace, WindowState(ini))
+    qtbot.waitUntil(lambda: hasattr(again.panes["Experiments"], "plot_choices"), timeout=WAIT)
+    assert again.panes["Experiments"].plot_choices()["sweep"] == ("value.setpoint_mV", "value.signal")
+    again.close()
+
+
+def test_a_garbled_plot_choice_is_left_out():
+    from spacrq.ui.state import _plot_choices
+    assert _plot_choices('{"a": ["x", "y"], "b": [1, 2], "c": "xy"}') == {"a": ("x", "y")}
+    assert _plot_choices("not json") == {} and _plot_choices("[1]") == {}
