@@ -23,8 +23,13 @@ def progress_path(folder: Path) -> Path:
     return Path(folder) / PROGRESS_FILE
 
 
-def publish(path: Path, *, run_id: str, state: str, started_at: float, sched, figures) -> None:
-    """Replace ``path`` with the task's snapshot now."""
+def publish(path: Path, *, run_id: str, state: str, started_at: float, sched, figures,
+            ran_on: dict | None = None) -> None:
+    """Replace ``path`` with the task's snapshot now.
+
+    ``ran_on`` names where the blocks run (the dask executor's cluster), so a
+    live run says so before its report line exists.
+    """
     now = time.time()
     snapshot = {
         "run_id": run_id,
@@ -46,6 +51,7 @@ def publish(path: Path, *, run_id: str, state: str, started_at: float, sched, fi
         },
         "workers": [life.progress() for life in figures.workers.values()],
         "seq": figures.seq,
+        "ran_on": dict(ran_on) if ran_on else None,
         "recent": [list(r) for r in figures.recent],
     }
     try:

@@ -251,6 +251,8 @@ class RunSource:
             out["block_note"] = out["worker_note"] = "this task has no finished run yet"
             out["text"] = "No run of this task has finished yet, so there is no report."
         out["report"] = report.to_dict() if report is not None else None
+        ran_on = (self.progress or {}).get("ran_on") if live else None
+        out["ran_on"] = ran_on if isinstance(ran_on, dict) else None
         if live:
             out["charts"], out["charts_note"] = self.live.snapshot(), ""
         else:

@@ -333,7 +333,8 @@ class RunReportPane(QWidget):
             parts.append(f"{counts['in_flight']:,} in flight")
         if d.get("run_index") is not None and not d.get("live"):
             parts.append(f"run {d['run_index'] + 1}")
-        cluster = ((d.get("report") or {}).get("outcome") or {}).get("cluster")
+        cluster = (((d.get("report") or {}).get("outcome") or {}).get("cluster")
+                   if not d.get("live") else (d.get("ran_on") or {}).get("cluster"))
         if isinstance(cluster, str) and cluster:  # a dask run says which cluster ran it
             parts.append("on " + cluster[:80].replace("&", "&amp;").replace("<", "&lt;"))
         heading = " · ".join(parts)

@@ -127,7 +127,7 @@ class FakeRun:
                          "idle_seconds": self.idle[w], "compute_seconds": self.compute[w],
                          "blocks": self.blocks[w], "exit": None if state == "running" else "clean"}
                         for w in range(self.workers)],
-            "seq": self.seq, "recent": self.recent})
+            "seq": self.seq, "recent": self.recent, "ran_on": getattr(self, "ran_on", None)})
 
     def report(self) -> TaskReport:
         walls = np.array(self.walls) if self.tracked else None

@@ -85,6 +85,10 @@ def test_a_queue_job_on_a_dask_scheduler_completes_and_its_store_is_right(
     # dask workers say how long each block waited, so the overhead is spacrq's and dask's cost
     assert last.blocks.queued.n == 12 and last.blocks.overhead.n == 12
     assert last.blocks.overhead.mean < last.blocks.round_trip.mean
+    # and the live snapshot names the cluster too, so the pane says it while the run goes
+    from spacrq.runfiles import read_progress
+    snapshot = read_progress(tmp_path / "track" / "progress.json")
+    assert snapshot["ran_on"]["cluster"] == f"dask scheduler {dask_cluster.address}"
 
 
 def test_a_sigkilled_dask_worker_costs_only_its_blocks_in_flight(tmp_path, dask_cluster):

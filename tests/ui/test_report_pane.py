@@ -236,3 +236,14 @@ def test_a_removed_store_is_said_to_be_gone(workspace, make_pane, qtbot):
     qtbot.waitUntil(lambda: "no longer there" in pane.heading.text(), timeout=WAIT)
     assert pane.worker_model.rowCount() == 0 and pane.runs_proxy.rowCount() == 0
     assert pane.text.toPlainText() == ""
+
+
+def test_a_live_dask_run_names_its_cluster_in_the_heading(workspace, make_pane, qtbot):
+    run = FakeRun(workspace.runs / "far", grid_shape=(4, 4), workers=2)
+    run.ran_on = {"executor": "dask", "cluster": "dask scheduler tcp://head:8786"}
+    run.complete(5)
+    pane = make_pane()
+    pane.select(_key(workspace, "far"))
+    qtbot.waitUntil(lambda: "on dask scheduler tcp://head:8786" in pane.heading.text(),
+                    timeout=WAIT)
+    assert "5 of 16 blocks done" in pane.heading.text()
