@@ -1,17 +1,14 @@
 """Live displays: drawn on a terminal only, plain and unchanged in a pipe; follow ends with the run."""
 from __future__ import annotations
 
-import fcntl
 import io
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
 import textwrap
 
 import pytest
+from ptyrun import run_on_pty
 
 from spacrq import terminal
 from spacrq.terminal import Frame, LiveLines, follow
@@ -83,25 +80,7 @@ def _run(script, *, tty):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env,
                               timeout=60)
         return done.stdout
-    parent, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=child, stderr=child,
-                            stdin=subprocess.DEVNULL, env=env)
-    os.close(child)
-    data = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(parent, 4096)
-            except OSError:  # EIO: the child closed its end
-                break
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(parent)
-        proc.wait(timeout=30)
-    return data
+    return run_on_pty([sys.executable, "-c", script], env=env, timeout=30)[1].encode()
 
 
 @pytest.mark.parametrize("tty", [True, False])

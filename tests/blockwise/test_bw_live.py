@@ -1,18 +1,15 @@
 """Live progress of blockwise runs on a terminal, and ``spacrq report STORE --follow``."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import numpy as np
 import zarr
+from ptyrun import run_on_pty
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -37,33 +34,15 @@ def _env() -> dict:
     return env
 
 
-def _on_pty(argv, cwd) -> tuple[int, bytes]:
-    parent, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen(argv, stdout=child, stderr=child, stdin=subprocess.DEVNULL,
-                            env=_env(), cwd=cwd)
-    os.close(child)
-    data = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(parent, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(parent)
-        code = proc.wait(timeout=120)
-    return code, data
+def _on_pty(argv, cwd) -> tuple[int, str]:
+    return run_on_pty(argv, env=_env(), cwd=cwd)
 
 
 def test_a_run_on_a_terminal_shows_blocks_done_and_the_panel_after(tmp_path):
     spec = _spec(tmp_path)
     code, out = _on_pty([sys.executable, "-m", "spacrq", "blockwise", "run", str(spec)], tmp_path)
-    assert code == 0, out.decode(errors="replace")
-    text = out.decode(errors="replace")
+    assert code == 0, out
+    text = out
     assert "of 64 blocks done" in text and "blocks/s" in text and "workers busy" in text
     assert "\x1b[" in text                      # drawn in place
     assert "64 done, 0 skipped, 0 failed" in text  # and the summary after it

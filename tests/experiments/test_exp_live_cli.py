@@ -1,19 +1,15 @@
 """``spacrq exp``: live progress on a terminal, ``status --follow`` and ``--json`` with a schema."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import signal
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
+from ptyrun import run_on_pty
 
 from spacrq import experiments as ex
 from spacrq.cli import main
@@ -34,24 +30,7 @@ def _env(ws) -> dict:
 
 
 def _on_pty(argv, env) -> tuple[int, str]:
-    parent, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen(argv, stdout=child, stderr=child, stdin=subprocess.DEVNULL, env=env)
-    os.close(child)
-    data = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(parent, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(parent)
-        code = proc.wait(timeout=120)
-    return code, data.decode(errors="replace")
+    return run_on_pty(argv, env=env)
 
 
 def test_run_wait_on_a_terminal_shows_steps_and_into_a_pipe_only_the_status(declared):

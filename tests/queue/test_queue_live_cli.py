@@ -1,16 +1,14 @@
 """``spacrq queue``: live progress in the foreground, ``status --follow``, ``--json`` with a schema."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import signal
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
+
+from ptyrun import run_on_pty
 
 from spacrq.cli import main
 from spacrq.queue.model import Job, Queue
@@ -45,31 +43,13 @@ def _env() -> dict:
 
 def test_a_foreground_run_on_a_terminal_is_live_and_in_a_pipe_plain(tmp_path):
     path = _queue(tmp_path)
-    parent, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "spacrq", "queue", "run", str(path)],
-                            stdout=child, stderr=child, stdin=subprocess.DEVNULL, env=_env())
-    os.close(child)
-    data = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(parent, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(parent)
-        code = proc.wait(timeout=120)
-    text = data.decode(errors="replace")
+    code, text = run_on_pty([sys.executable, "-m", "spacrq", "queue", "run", str(path)],
+                            env=_env())
     assert code == 0, text
     assert "jobs finished" in text and "running  " in text and "\x1b[" in text
     assert "Every job completed" in text            # the summary, after the live lines
-    for f in tmp_path.glob("watched*"):
-        pass
-    again = _queue(tmp_path / "b" if (tmp_path / "b").mkdir() is None else tmp_path)
+    (tmp_path / "b").mkdir()
+    again = _queue(tmp_path / "b")
     done = subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(again)],
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert done.returncode == 0 and "\x1b" not in done.stdout
