@@ -20,17 +20,19 @@ by another machine from a shared folder is left alone.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-from spacrq.desktop import desktop_exec
+from spacrq.desktop import DesktopError, desktop_exec
 from spacrq.procs import module_argv
 from spacrq.runfiles import RunFileError, append_text, read_json, refuse_link, write_json, write_text
 
@@ -101,6 +103,27 @@ def _write_marks(queues: list[Path], env: Mapping[str, str] | None) -> None:
     write_json(_marks_path(env), {"queues": [str(q) for q in queues]}, indent=2)
 
 
+@contextmanager
+def _marks_lock(env: Mapping[str, str] | None):
+    """Hold the marks' lock: two ``autostart add`` at once must each keep their mark.
+
+    Marking reads the list, adds one and replaces the file; without the lock
+    the second writer would replace the first one's list and drop its mark.
+    """
+    lock = _marks_path(env).with_suffix(".lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise AutostartError(f"could not lock {lock}: {exc.strerror or exc}; check that the "
+                             "folder is yours and writable") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def mark(queue_file: str | os.PathLike, env: Mapping[str, str] | None = None) -> Path:
     """Mark ``queue_file`` to be resumed after a reboot; returns its absolute path."""
     path = Path(queue_file).expanduser().resolve()
@@ -112,19 +135,21 @@ def mark(queue_file: str | os.PathLike, env: Mapping[str, str] | None = None) ->
         load_queue(path)
     except (QueueError, RunFileError) as exc:
         raise AutostartError(f"{path} is not a queue spacrq can resume ({exc})") from None
-    queues = marked(env)
-    if path not in queues:
-        _write_marks([*queues, path], env)
+    with _marks_lock(env):
+        queues = marked(env)
+        if path not in queues:
+            _write_marks([*queues, path], env)
     return path
 
 
 def unmark(queue_file: str | os.PathLike, env: Mapping[str, str] | None = None) -> bool:
     """Forget the mark of ``queue_file``; False when it was not marked."""
     path = Path(queue_file).expanduser().resolve()
-    queues = marked(env)
-    if path not in queues:
-        return False
-    _write_marks([q for q in queues if q != path], env)
+    with _marks_lock(env):
+        queues = marked(env)
+        if path not in queues:
+            return False
+        _write_marks([q for q in queues if q != path], env)
     return True
 
 
@@ -141,6 +166,11 @@ def autostart_argv() -> list[str]:
 
 def _systemd_quote(arg: str) -> str:
     """One ExecStart argument: specifiers (%) and variables ($) are never expanded."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in arg):
+        # a line break would end ExecStart= and start a directive of its own choosing
+        raise AutostartError(f"the program path {arg!r} holds a line break or control character, "
+                             "which a systemd unit cannot hold; install spacrq in a folder "
+                             "whose path has none")
     text = arg.replace("%", "%%").replace("$", "$$")
     if text and not any(c in text for c in " \t\"'\\;"):
         return text
@@ -206,7 +236,11 @@ def install(env: Mapping[str, str] | None = None, *, use_systemd: bool | None = 
     target = unit_path(env) if systemd else entry_path(env)
     refuse_link(target, "the autostart file")
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_text(target, unit_text() if systemd else entry_text())
+    try:
+        text = unit_text() if systemd else entry_text()
+    except DesktopError as exc:
+        raise AutostartError(str(exc)) from None
+    write_text(target, text)
     if systemd:
         for args in (("daemon-reload",), ("enable", UNIT_NAME)):
             note = _systemctl(*args)

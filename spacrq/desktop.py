@@ -58,6 +58,11 @@ def desktop_exec(argv: Sequence[str]) -> str:
     """
     out = []
     for arg in argv:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(arg)):
+            # a line break would end the Exec= line and start a key of its own choosing
+            raise DesktopError(f"the program path {str(arg)!r} holds a line break or control "
+                               "character, which a desktop entry cannot hold; install spacrq "
+                               "in a folder whose path has none")
         arg = str(arg).replace("%", "%%")
         if arg and not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`"):
             out.append(arg)

@@ -207,6 +207,34 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` would race other threads)."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _mode_for(target: Path) -> int:
+    """The mode the new file gets: the replaced file's own, else what ``open`` would give.
+
+    ``mkstemp`` makes its file ``0600``; renamed as it is, a morning report
+    meant for the next shift, or a queue file the group shares, would become
+    private to whoever wrote it last.
+    """
+    try:
+        st = os.lstat(target)
+        if stat_mod.S_ISREG(st.st_mode):
+            return stat_mod.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    return 0o666 & ~_umask()
+
+
 def write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
     """Replace ``path`` with ``data`` atomically.
 
@@ -214,12 +242,16 @@ def write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -
     process (readers never see half a file), but not against a power cut.
     Used for high-rate snapshots such as live progress, where losing the
     last one is harmless and fsync at 2 Hz would cost more than the work.
+    The file keeps the mode of the one it replaces (a new one gets the umask's).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
+            if mode != 0o600:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             if durable:
@@ -363,11 +395,26 @@ def _append(path: str | os.PathLike, data: bytes, *, durable: bool, fresh_line: 
         size = os.fstat(fd).st_size
         if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        os.write(fd, data)
+        _write_all(fd, data)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` or raise: a short write on a full disk is not a write.
+
+    ``os.write`` may take only part of the bytes (a nearly full disk, a
+    signal); ignoring what it returns would lose the rest of the line silently.
+    A write that takes nothing raises ``ENOSPC`` like the disk would.
+    """
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(28, "No space left on device")
+        view = view[written:]
 
 
 def refuse_link(path: str | os.PathLike, what: str = "folder") -> Path:

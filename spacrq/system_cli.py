@@ -39,8 +39,12 @@ def _autostart(args: argparse.Namespace) -> int:
     from spacrq import autostart as au
     try:
         return _AUTOSTART[args.action](au, args)
-    except (au.AutostartError, RunFileError, OSError) as exc:
+    except (au.AutostartError, RunFileError) as exc:
         _fail(str(exc))
+    except OSError as exc:  # a folder where a file belongs, a read-only home: say which and why
+        where = exc.filename or "the autostart's files"
+        _fail(f"could not write {where}: {exc.strerror or exc}; check that the folder is yours "
+              "and writable, and that no file stands where a folder belongs")
     return 2
 
 
@@ -88,7 +92,14 @@ def _list(au, args) -> int:
     return 0
 
 
+#: longest boot wait ``autostart run --wait`` accepts: a wait must end, even for a share that never mounts
+MAX_BOOT_WAIT = 24 * 3600.0
+
+
 def _run(au, args) -> int:
+    if not 0.0 <= args.wait <= MAX_BOOT_WAIT:  # also refuses nan
+        _fail(f"--wait {args.wait} is not a number of seconds from 0 to {MAX_BOOT_WAIT:.0f}; "
+              f"give how long to wait for queue files on a share, e.g. {au.BOOT_WAIT}")
     outcomes = au.resume_marked(notify=not args.no_notify, wait=args.wait)
     for outcome in outcomes:
         pid = f" as process {outcome.pid}" if outcome.pid else ""

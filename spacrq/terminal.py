@@ -25,10 +25,26 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, TextIO
 
-__all__ = ["live_enabled", "LiveLines", "follow", "Frame", "bar", "eta_text", "FOLLOW_STOPPED"]
+__all__ = ["live_enabled", "LiveLines", "follow", "Frame", "bar", "eta_text", "FOLLOW_STOPPED",
+           "plain"]
 
 #: exit code of ``--follow`` stopped with Ctrl-C (the run itself goes on)
 FOLLOW_STOPPED = 130
+#: polls in a row that may fail before ``--follow`` gives up (a wait always ends)
+FOLLOW_MAX_FAILURES = 30
+
+#: every control character but newline and tab, shown as "?": C0, DEL and C1
+_CONTROLS = {c: "?" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
+
+
+def plain(text: str) -> str:
+    """``text`` without control characters, so a name read from a run file cannot drive the terminal.
+
+    Task ids, job names and log lines come from files anyone with write access
+    to the folder could have planted; an escape sequence among them would
+    clear the operator's screen, retitle the window or hide lines.
+    """
+    return text.translate(_CONTROLS)
 
 
 def live_enabled(stream: TextIO | None = None) -> bool:
@@ -96,7 +112,7 @@ class LiveLines:
 
     def _render(self, lines: Iterable[str]):
         from rich.text import Text
-        return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
+        return Text(plain("\n".join(lines)), no_wrap=True, overflow="ellipsis")
 
     def __enter__(self) -> "LiveLines":
         if not self.enabled:
@@ -146,12 +162,19 @@ def follow(poll: Callable[[], Frame], *, stream: TextIO | None = None, interval:
     def current() -> Sequence[str]:
         return last.lines if last is not None else ()
 
+    failures = 0
     try:
         with LiveLines(current, stream=stream, interval=min(0.25, interval), enabled=live):
             while True:
-                last = poll()
+                try:
+                    last = poll()
+                    failures = 0
+                except Exception as exc:  # a damaged file is a line to show, never a traceback
+                    failures += 1
+                    last = Frame((f"(cannot read the run: {exc})",),
+                                 ended=failures >= FOLLOW_MAX_FAILURES, exit_code=1)
                 if not live and last.lines != shown:
-                    stream.write("\n".join(last.lines) + "\n")
+                    stream.write(plain("\n".join(last.lines)) + "\n")
                     stream.flush()
                     shown = last.lines
                 if last.ended:

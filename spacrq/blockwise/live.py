@@ -26,7 +26,9 @@ def task_line(store: str | os.PathLike, *, now: float | None = None) -> str:
 
     def count(key: str) -> int:
         value = task.get(key)
-        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return 0
+        return int(min(max(value, 0), 2 ** 53))  # a planted 1e308 must not overflow the bar
 
     total = count("total")
     done, skipped = count("done"), count("skipped")
@@ -34,7 +36,8 @@ def task_line(store: str | os.PathLike, *, now: float | None = None) -> str:
     finished = done + skipped + failed + orphaned
     rate = task.get("blocks_per_second")
     rate_text = f"{rate:.1f} blocks/s" if isinstance(rate, (int, float)) else "— blocks/s"
-    workers = [w for w in snap.get("workers") or [] if isinstance(w, dict)]
+    listed = snap.get("workers")
+    workers = [w for w in listed if isinstance(w, dict)] if isinstance(listed, list) else []
     busy = sum(1 for w in workers if w.get("state") == "busy")
     started = snap.get("started_at")
     elapsed = now - started if isinstance(started, (int, float)) else 0.0

@@ -270,8 +270,9 @@ def _block_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Pa
 
 def _emit(text: str) -> int:
     """Print the answer; a reader that stops early (``| head``) is not an error."""
+    from spacrq.terminal import plain
     try:
-        print(text)
+        print(plain(text))  # names read from run files never drive the terminal
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

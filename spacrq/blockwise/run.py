@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -173,7 +174,8 @@ class Run:
             self._next_progress = now + PROGRESS_INTERVAL
             for tr in self.tasks:
                 publish(tr.progress_file, run_id=self.run_id, state="running",
-                        started_at=self.started_at, sched=tr.sched, figures=tr.figures)
+                        started_at=self.started_at, sched=tr.sched, figures=tr.figures,
+                        ran_on=getattr(self, "ran_on", None))
         if now >= self._next_flush:
             self._next_flush = now + FLUSH_INTERVAL
             for tr in self.tasks:
@@ -236,6 +238,60 @@ def run_blockwise(tasks, *, executor: str = "local", log_dir=None,
         else:
             folders[task.task_id] = (base_logs / task.task_id, base_logs / task.task_id)
         _make_log_folder(folders[task.task_id][1])
+    locks = _hold_run_locks(order, folders)
+    try:
+        return _run_held(order, folders, executor, stop_requested, dask_cluster)
+    finally:
+        for fd in locks:
+            os.close(fd)  # closing releases the lock
+
+
+RUN_LOCK = ".run.lock"
+
+
+def _hold_run_locks(order: list[Task], folders: dict) -> list[int]:
+    """Lock each task's folder for this run; TrackingError when another run holds one.
+
+    Two runs of one task at once would each do every block (the other's done
+    marks are not on disk yet), overwrite each other's store chunks and
+    fight over ``progress.json``: the second is refused before it starts.
+    """
+    import fcntl
+    held: list[int] = []
+    try:
+        for task in order:
+            lock = folders[task.task_id][1] / RUN_LOCK
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+            except OSError as exc:
+                raise TrackingError(f"{lock} cannot be opened ({exc.strerror or exc}); spacrq "
+                                    "does not write through links: remove it (the run makes "
+                                    "it itself)") from None
+            held.append(fd)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise TrackingError(f"{lock} is not a regular file; remove it (the run makes "
+                                    "it itself)")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                other = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                raise TrackingError(
+                    f"task {task.task_id!r} is already being run (process {other or 'unknown'}) "
+                    f"from {folders[task.task_id][0]}; wait for that run to end, or watch it with "
+                    f"'spacrq report {folders[task.task_id][0]} --follow'") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def _run_held(order: list[Task], folders: dict, executor: str, stop_requested,
+              dask_cluster) -> BlockwiseRun:
+    """The run itself, once every task's folder is locked for it."""
     pool = None
     if executor == "local":
         from spacrq.blockwise.local import LocalPool
@@ -390,5 +446,5 @@ def _finish(run: Run, interrupted: bool) -> BlockwiseRun:
         except OSError as exc:
             run.log(tr, f"could not append to {runs_path}: {exc.strerror or exc}")
         publish(tr.progress_file, run_id=run.run_id, state=state, started_at=run.started_at,
-                sched=s, figures=tr.figures)
+                sched=s, figures=tr.figures, ran_on=getattr(run, "ran_on", None))
     return BlockwiseRun(reports, outcome, errors, interrupted=interrupted)

@@ -39,7 +39,8 @@ class Task:
                  read_write_conflict: bool = True, fit: str = "valid", num_workers: int = 1,
                  max_retries: int = 2, timeout: float | None = None,
                  upstream_tasks: Iterable["Task"] = (), tracking_path=None,
-                 resource_tracking: bool = False, max_worker_restarts: int | None = None) -> None:
+                 resource_tracking: bool = False, max_worker_restarts: int | None = None,
+                 writes: str | None = None) -> None:
         if not isinstance(task_id, str) or not SAFE_ID.match(task_id):
             raise ValueError(f"task id {task_id!r} is not usable as a folder name; use letters, "
                              "digits, '.', '_' and '-' only")
@@ -65,6 +66,9 @@ class Task:
         self.upstream_tasks = tuple(upstream_tasks)
         self.tracking_path = Path(tracking_path) if tracking_path else None
         self.resource_tracking = bool(resource_tracking)
+        #: the folder this task writes, when it names one: its tracking store records it, so a
+        #: store kept for another output is refused rather than taken for this output's work
+        self.writes = str(writes) if writes else None
         self.max_worker_restarts = (2 * self.num_workers + self.max_retries
                                     if max_worker_restarts is None else int(max_worker_restarts))
         self._last_report = None

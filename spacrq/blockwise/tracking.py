@@ -59,6 +59,22 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be used; the message names the folder and the fix."""
 
 
+def _layout_change(attrs: dict, grid: BlockGrid) -> str:
+    """What differs between the store's block layout and ``grid``, in the operator's words."""
+    then = attrs.get("geometry") if isinstance(attrs.get("geometry"), dict) else {}
+    now = grid.geometry()
+    if then.get("grid_shape") != now["grid_shape"]:
+        return f"a grid of {then.get('grid_shape')} blocks then, {now['grid_shape']} now"
+    for key, words in (("read_roi", "each block read"), ("write_roi", "each block wrote"),
+                       ("total_roi", "the volume read was")):
+        old, new = then.get(key), now[key]
+        if old != new:
+            shape = (old or {}).get("shape") if isinstance(old, dict) else old
+            return (f"{words} {shape} voxels then and {new.get('shape')} now: the block "
+                    "shape, context or operation changed")
+    return "its layout record differs"
+
+
 class LayoutMismatch(TrackingError):
     """The store was written for a different block layout."""
 
@@ -86,8 +102,15 @@ class TrackingStore:
 
     # -- opening --------------------------------------------------------------
     @classmethod
-    def open(cls, path, task_id: str, grid: BlockGrid, resource_tracking: bool) -> "TrackingStore":
-        """Open (or create) the store for ``grid``; TrackingError says why not and how to clear it."""
+    def open(cls, path, task_id: str, grid: BlockGrid, resource_tracking: bool,
+             writes: str | None = None) -> "TrackingStore":
+        """Open (or create) the store for ``grid``; TrackingError says why not and how to clear it.
+
+        A store belongs to one task and, when ``writes`` names it, one output:
+        its done marks say which blocks of *that* output exist, so another
+        task's store, or this task's store kept for another output, is refused
+        rather than every block skipped over an empty array.
+        """
         path = Path(path)
         clear = (f"delete the folder {path} to start the task over, or give the task "
                  "another tracking_path")
@@ -98,15 +121,22 @@ class TrackingStore:
                 if attrs.get("spacrq_tracking") != 1:
                     raise TrackingError(f"{path} is a zarr group but not a spacrq tracking store; "
                                         f"{clear}")
+                owner = attrs.get("task_id")
+                if isinstance(owner, str) and owner != task_id:
+                    raise TrackingError(f"tracking store {path} holds the blocks of task {owner!r}, "
+                                        f"not of {task_id!r}; {clear}")
                 if attrs.get("layout_hash") != want:
-                    raise LayoutMismatch(
-                        f"tracking store {path} was written for a different block layout "
-                        f"(grid {attrs.get('geometry', {}).get('grid_shape')} vs "
-                        f"{list(grid.shape)} now); {clear}")
+                    raise LayoutMismatch(f"tracking store {path} was written for a different "
+                                         f"block layout ({_layout_change(attrs, grid)}); {clear}")
+                wrote = attrs.get("writes")
+                if isinstance(wrote, str) and writes and wrote != str(writes):
+                    raise TrackingError(f"tracking store {path} holds the blocks done for the "
+                                        f"output {wrote}, not for {writes}; {clear}")
             else:
                 path.mkdir(parents=True, exist_ok=True)
                 zarrlite.create_group(path, {"spacrq_tracking": 1, "task_id": task_id,
-                                             "layout_hash": want, "geometry": grid.geometry()})
+                                             "layout_hash": want, "geometry": grid.geometry(),
+                                             **({"writes": str(writes)} if writes else {})})
             wanted = dict(BASE_ARRAYS)
             existing = {name for name in list(BASE_ARRAYS) + list(STAT_ARRAYS)
                         if (path / name / "zarr.json").is_file()}

@@ -194,5 +194,24 @@ def write_chunk(path: Path, index, data: np.ndarray, chunks, fill: Any) -> None:
     compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
     payload = compressor.compress(raw) + compressor.flush()
     target = Path(path).joinpath("c", *map(str, index))
+    _refuse_linked_folders(Path(path), target.parent)  # before mkdir makes folders through one
     target.parent.mkdir(parents=True, exist_ok=True)
     _write_bytes(target, payload)
+
+
+def _refuse_linked_folders(array: Path, folder: Path) -> None:
+    """RunFileError when a folder between ``array`` and ``folder`` is a link (planted mid-run).
+
+    The store is checked for linked folders when a run opens it; one planted
+    while the run goes (``done/c`` pointing elsewhere) would otherwise take
+    the next chunk wherever it points.
+    """
+    here = folder
+    while here != array and array in here.parents:
+        if here.is_symlink():
+            raise RunFileError(f"{here} is a symbolic link to a folder; spacrq does not write "
+                               "through links: remove the link", here)
+        here = here.parent
+    if array.is_symlink():
+        raise RunFileError(f"{array} is a symbolic link to a folder; spacrq does not write "
+                           "through links: remove the link", array)

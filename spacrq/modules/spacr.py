@@ -12,10 +12,10 @@ import functools
 import importlib.util
 import os
 import subprocess
-import sys
 from typing import Any
 
 from spacrq.modules import ModuleSpec
+from spacrq.procs import module_argv
 
 #: spaCR workflows whose rerun continues from verified checkpoints.
 RESUMABLE = frozenset({"mask", "measure", "convert", "format_convert", "format_converter"})
@@ -41,7 +41,7 @@ def module_names() -> list[str]:
 
 def cli_argv(key: str, settings_path: str, overrides: list[str]) -> list[str]:
     """The exact ``spacr-run`` command line, in the interpreter spacrq runs in."""
-    argv = [sys.executable, "-m", "spacr.cli", key]
+    argv = module_argv("spacr.cli", key)  # the interpreter that found spaCR
     if settings_path:
         argv += ["--settings", settings_path]
     for item in overrides:

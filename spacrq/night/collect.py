@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from spacrq.runfiles import RunFileError, safe_name
 from spacrq.queue.model import (STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING, STATUS_RUNNING,
                                 STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue, parse_iso)
 
@@ -135,7 +136,14 @@ def _experiment_part(job: Job, queue_dir: Path) -> ExperimentPart | None:
         spec = spec_of(settings)
     except Exception as exc:
         return ExperimentPart(run_dir="", problem=f"its experiment could not be found: {exc}")
-    run_dir = _run_of_job(job, Path(spec.run_root), str(settings.get("run_id") or ""))
+    run_id = str(settings.get("run_id") or "")
+    try:
+        safe_name(run_id, "run id") if run_id else None
+    except RunFileError:  # "../../elsewhere" would tell another folder's run as this job's
+        return ExperimentPart(run_dir=spec.run_root,
+                              problem=f"its run id {run_id!r} is not a folder name inside "
+                                      f"{spec.run_root}, so no run of it is told here")
+    run_dir = _run_of_job(job, Path(spec.run_root), run_id)
     if run_dir is None:
         return ExperimentPart(run_dir=spec.run_root,
                               problem="no run of it started while the job ran")
@@ -159,7 +167,7 @@ def _run_of_job(job: Job, run_root: Path, run_id: str) -> Path | None:
     """The run a job ran: the one it names, else the newest one created while it ran."""
     from spacrq import experiments as ex
     if run_id:
-        candidate = run_root / run_id
+        candidate = run_root / safe_name(run_id, "run id")
         return candidate if candidate.is_dir() else None
     start, end = parse_iso(job.started), parse_iso(job.finished)
     if start is None:
