@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spacrq.experiments.live import RunLines
-from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow
+from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq import experiments as ex
 from spacrq.experiments.errors import ExperimentError
 from spacrq.runfiles import RunFileError, dumps, loads
@@ -98,6 +98,11 @@ def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
 JSON_SCHEMA = 1
 
 
+def _say(text: str) -> None:
+    """Print text that holds names, notes and reasons read from files, without control characters."""
+    print(plain(text))
+
+
 def _print_json(kind: str, document: dict) -> None:
     print(dumps({"schema": JSON_SCHEMA, "kind": kind, **document}, indent=2))
 
@@ -107,33 +112,33 @@ def _print_status(status: dict, as_json: bool) -> None:
         _print_json("exp-status", {"status": status})
         return
     total = status.get("total") or "?"
-    print(f"{status['run_id']}: {status['state'].replace('_', ' ')}  "
+    _say(f"{status['run_id']}: {status['state'].replace('_', ' ')}  "
           f"{status['completed']}/{total} steps"
           + (f", {status['failed']} failed attempts" if status.get("failed") else ""))
     for key in ("started", "ended"):
         if status.get(key):
-            print(f"  {key}: {status[key]}")
+            _say(f"  {key}: {status[key]}")
     if status.get("owner") and status["state"] in ("running", "paused", "stopping"):
-        print(f"  run by: {status['owner']}")  # a run spacrq did not start: who has it
+        _say(f"  run by: {status['owner']}")  # a run spacrq did not start: who has it
     for key in ("reason", "error", "problem", "control_problem", "journal_problem"):
         if status.get(key):
-            print(f"  {key.replace('_', ' ')}: {status[key]}")
+            _say(f"  {key.replace('_', ' ')}: {status[key]}")
     if status.get("bad_lines"):
-        print(f"  journal: {status['bad_lines']} unreadable or malformed lines skipped")
+        _say(f"  journal: {status['bad_lines']} unreadable or malformed lines skipped")
     for key in ("progress_problem", "records_problem"):
         if (status.get("progress") or {}).get(key) or status.get(key):
-            print(f"  {key.replace('_', ' ')}: "
+            _say(f"  {key.replace('_', ' ')}: "
                   f"{(status.get('progress') or {}).get(key) or status.get(key)}")
     if status.get("in_flight"):
-        print(f"  step in flight: {status['in_flight'].get('step_id')}")
+        _say(f"  step in flight: {status['in_flight'].get('step_id')}")
     progress = status.get("progress") or {}
     if progress.get("eta_s") is not None:
-        print(f"  {progress['fraction']:.0%} done, about {_duration(progress['eta_s'])} left "
+        _say(f"  {progress['fraction']:.0%} done, about {_duration(progress['eta_s'])} left "
               f"({progress['step_s']:.2f} s a step)")
     for note in status.get("notes") or []:
-        print(f"  note by {note['by']} at {note['at']}: {note['text']}")
+        _say(f"  note by {note['by']} at {note['at']}: {note['text']}")
     for line in status.get("reports") or []:
-        print(f"  report: {line}")
+        _say(f"  report: {line}")
 
 
 def _duration(seconds: float) -> str:
@@ -152,7 +157,7 @@ def _wait(run_dir: Path, until: tuple[str, ...] = ex.ENDED_STATES, ok: tuple[str
     if final["state"] in ok:
         return 0
     why = final.get("problem") or final.get("error") or final.get("reason") or ""
-    print(f"spacrq: run {run_dir.name} is {final['state']}" + (f": {why}" if why else ""),
+    print(plain(f"spacrq: run {run_dir.name} is {final['state']}" + (f": {why}" if why else "")),
           file=sys.stderr)
     return 1
 
@@ -184,14 +189,14 @@ def cmd_manifest(args) -> int:
     if args.json:
         _print_json("exp-manifest", {"experiment": args.name, "manifest": manifest})
         return 0
-    print(f"{manifest.get('title') or args.name}  (python -m {manifest.get('module')})")
+    _say(f"{manifest.get('title') or args.name}  (python -m {manifest.get('module')})")
     for key, field in ex.fields_of(manifest):
         unit = f" {field['unit']}" if field.get("unit") else ""
         bounds = ""
         if field.get("min_value") is not None or field.get("max_value") is not None:
             bounds = f"  [{field.get('min_value', '')} .. {field.get('max_value', '')}]"
         options = f"  one of {field['options']}" if field.get("options") else ""
-        print(f"  {key} ({field.get('dtype')}) = {field.get('default')}{unit}{bounds}{options}"
+        _say(f"  {key} ({field.get('dtype')}) = {field.get('default')}{unit}{bounds}{options}"
               + (f"  — {field['description']}" if field.get("description") else ""))
     return 0
 
@@ -204,15 +209,15 @@ def cmd_list(args) -> int:
         if not specs:
             print("no experiments declared; add one with 'spacrq exp declare NAME MODULE'")
         for spec in specs:
-            print(f"{spec.name}: python -m {spec.module}  ({len(ex.runs_of(spec.run_root))} runs)")
+            _say(f"{spec.name}: python -m {spec.module}  ({len(ex.runs_of(spec.run_root))} runs)")
         return 0
     spec = _spec(args)
     for run_dir in ex.runs_of(spec.run_root):
         status = ex.status_of(run_dir)
-        print(f"{run_dir.name}  {status['state'].replace('_', ' ')}  "
+        _say(f"{run_dir.name}  {status['state'].replace('_', ' ')}  "
               f"{status['completed']}/{status.get('total') or '?'}")
     for name, why in ex.linked_runs_of(spec.run_root):
-        print(f"{name}  refused: {why}")
+        _say(f"{name}  refused: {why}")
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from spacrq.cli import CliError
 from spacrq.problems import format_problems
 from spacrq.queue.live import queue_frame, queue_lines
-from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow
+from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq.queue.engine import _UNSET
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
                                 QueueError, fmt_duration)
@@ -117,6 +117,11 @@ def cmd_add(args: argparse.Namespace) -> int:
 JSON_SCHEMA = 1
 
 
+def _say(text: str) -> None:
+    """Print text that holds names and messages read from files, without control characters."""
+    print(plain(text))
+
+
 def _print_json(kind: str, document: dict[str, Any]) -> None:
     print(json.dumps({"schema": JSON_SCHEMA, "kind": kind, **document}, indent=2, default=str))
 
@@ -129,7 +134,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                        "warnings": len(problems) - errors,
                                        "problems": [p.to_dict() for p in problems]})
     else:
-        print(format_problems(problems, title=args.file))
+        _say(format_problems(problems, title=args.file))
     return 1 if errors else 0
 
 
@@ -145,7 +150,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       "retries": j.retries} for i, j in enumerate(queue.jobs, start=1)],
             "problems": [p.to_dict() for p in problems]})
         return 0
-    print(plan(queue))
+    _say(plan(queue))
     return 0
 
 
@@ -252,16 +257,16 @@ def _print_status(args: argparse.Namespace) -> int:
     if state:
         runner = f"runner {state.get('state')} (process {state.get('pid')}"
         runner += ", alive)" if state.get("alive") else ", gone)"
-    print(f"{queue.name}: {len(queue)} job(s) — {counts or 'empty'}; {runner}")
+    _say(f"{queue.name}: {len(queue)} job(s) — {counts or 'empty'}; {runner}")
     width = max((len(j.id) for j in queue.jobs), default=2)
     for i, job in enumerate(queue.jobs, start=1):
         mark = "success (PARTIAL)" if job.is_partial and job.status == "success" else job.status
         line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {fmt_duration(job.elapsed_s).rjust(8)}  {job.label}"
-        print(line)
+        _say(line)
         if job.error:
-            print(f"        {job.error}")
+            _say(f"        {job.error}")
     if queue.stopped_reason:
-        print(f"stopped: {queue.stopped_reason}")
+        _say(f"stopped: {queue.stopped_reason}")
     return 0
 
 

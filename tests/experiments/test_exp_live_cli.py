@@ -94,3 +94,19 @@ def test_every_json_output_parses_and_carries_its_schema(declared, capsys):
         kinds[argv[1]] = kinds.get(argv[1], []) + [doc["kind"]]
     assert kinds == {"status": ["exp-status"], "list": ["exp-list", "exp-runs"],
                      "manifest": ["exp-manifest"]}
+
+
+def test_status_and_list_never_print_control_characters_from_run_files(declared, capsys):
+    ws, _ = declared
+    w = ["--workspace", str(ws.root)]
+    assert main(["exp", "run", "sweep", "c1", "--set", "points=2", "--set", "dwell=0",
+                 "--wait", *w]) == 0
+    assert main(["exp", "note", "sweep", "c1", "hi\x1b]0;owned\x07\x1b[2J", "--by", "x\x1b[31m",
+                 *w]) == 0
+    capsys.readouterr()
+    for argv in (["exp", "status", "sweep", "c1"], ["exp", "list", "sweep"], ["exp", "list"]):
+        assert main(argv + w) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out, argv
+    assert main(["exp", "status", "sweep", "c1", *w]) == 0
+    assert "hi?]0;owned??[2J" in capsys.readouterr().out   # the text stays, each control byte a "?"
