@@ -177,8 +177,10 @@ def _timeline(night: Night) -> Iterable[str]:
     start = min(b[1] for b in bars)
     end = max(b[2] for b in bars)
     marks = [(t.timestamp(), "resumed") for t in map(parse_iso, night.resumed_after_crash) if t]
-    yield svg.timeline(bars, start=start, end=max(end, *(m[0] for m in marks)) if marks else end,
-                       colours=OUTCOME_COLOURS, marks=marks)
+    if marks:  # a rerun job may start after the resume: the night spans both
+        start = min(start, *(m[0] for m in marks))
+        end = max(end, *(m[0] for m in marks))
+    yield svg.timeline(bars, start=start, end=end, colours=OUTCOME_COLOURS, marks=marks)
 
 
 def _clock_time(text: str) -> str:

@@ -144,6 +144,8 @@ class _Run:
     def _spawned(self, job: Job, ref: ProcessRef) -> None:
         job.process = ref.to_dict()
         self.persist(job, "process")
+        if self.writer is not None:
+            self.writer.tidy()  # while the job runs, not before it starts
 
     def progress(self, event: str, job: Job | None, i: int, message: str = "") -> None:
         _safe(self.on_progress, Progress(event, job.id if job else "", i, self.total,
@@ -214,7 +216,7 @@ class _Run:
         while True:
             self._started(i, job)
             try:
-                code, kind, message = self._attempt(job, spec, settings, settings_path,
+                code, kind, message = self._attempt(i, job, spec, settings, settings_path,
                                                     before, folders)
             except JobCancelled:
                 return self._cancelled(i, job)
@@ -228,14 +230,21 @@ class _Run:
             job.run_status = collect(folders, before) if folders else None
             return self._failed(i, job, code, kind, message)
 
-    def _attempt(self, job: Job, spec: Any, settings: dict, settings_path: str,
+    def _attempt(self, i: int, job: Job, spec: Any, settings: dict, settings_path: str,
                  before: dict, folders: list) -> tuple[int, str, str]:
         """One attempt: ``(exit code, kind, message)`` (kind '' = read it from the log)."""
+        announced = []
+
+        def ready() -> None:  # exactly once, before the job starts
+            if not announced:
+                announced.append(True)
+                self._announce(i, job)
         try:
             if self.injected is not None:
+                ready()
                 return int(self.injected(job, settings_path, job.log_path)), "", ""
             return self.processes.run(job, spec, settings, settings_path, job.log_path,
-                                      before=before, folders=folders), "", ""
+                                      before=before, folders=folders, ready=ready), "", ""
         except (JobCancelled, KeyboardInterrupt):
             raise
         except JobTimeout as exc:
@@ -249,6 +258,8 @@ class _Run:
             adopt.note(job, traceback.format_exc().rstrip()
                        + f"\nerror: {type(exc).__name__}: {exc}")
             return 1, type(exc).__name__, str(exc) or type(exc).__name__
+        finally:
+            ready()  # (a no-op once done) whatever failed before the job could start
 
     def _failed(self, i: int, job: Job, code: int, kind: str, message: str,
                 finished: str = "") -> None:
@@ -280,13 +291,17 @@ class _Run:
         return True
 
     def _started(self, i: int, job: Job) -> None:
+        """``job`` is running, in memory and in the journal; :meth:`_announce` puts it on disk."""
         job.attempts += 1
         job.status, job.started, job.finished, job.error = STATUS_RUNNING, now_iso(), "", ""
         job.exit_code, job.failure_kind = None, ""
         job.ran_with = dict(self.ran_with, cwd=job.cwd or os.getcwd())
         self.persist(job, "status", "started", "finished", "error", "exit_code",
                      "failure_kind", "log_path", "attempts", "run_status", "ran_with")
-        self.commit()  # the file says "running" (and the last job's end) before the job starts
+
+    def _announce(self, i: int, job: Job) -> None:
+        """Before the job starts: the file says "running" (and the last job's end), durably."""
+        self.commit()
         self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label}")
 
     def _cancelled(self, i: int, job: Job) -> None:

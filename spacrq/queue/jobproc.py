@@ -61,8 +61,22 @@ def job_command(job: Job, spec: ModuleSpec, settings: dict, settings_path: str) 
     return module_argv("spacrq.run", spec.name, "--settings", settings_path)
 
 
+_ENVIRON: list = [None, {}]  # os.environ as last copied: (its raw bytes, its text)
+
+
+def _environ() -> dict[str, str]:
+    """A copy of ``os.environ``; decoded again only when it changed (decoding it whole
+    for every job cost more than the rest of preparing the job)."""
+    raw = getattr(os.environ, "_data", None)
+    if not isinstance(raw, dict):
+        return dict(os.environ)
+    if raw != _ENVIRON[0]:
+        _ENVIRON[0], _ENVIRON[1] = dict(raw), dict(os.environ)
+    return dict(_ENVIRON[1])
+
+
 def job_environment(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
-    env = dict(os.environ)
+    env = _environ()
     env.update({str(k): str(v) for k, v in (job.env or {}).items()})
     if spec.name == "command":
         env.update({str(k): str(v) for k, v in (settings.get("env") or {}).items()})
@@ -92,13 +106,14 @@ class Supervisor:
         self.popen: subprocess.Popen | None = None
         self._buffer = b""
         self._owed = 0  # answers still to come for jobs abandoned mid-run (an interrupt)
+        self._base_env: dict | None = None  # the environment this supervisor already has
 
     def _ensure(self) -> subprocess.Popen:
         if self.popen is None or self.popen.poll() is not None:
             self.popen = subprocess.Popen(module_argv("spacrq.queue.supervise"),
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           start_new_session=True, close_fds=True)
-            self._buffer, self._owed = b"", 0
+            self._buffer, self._owed, self._base_env = b"", 0, None
         return self.popen
 
     def warm(self) -> None:
@@ -129,18 +144,64 @@ class Supervisor:
             raise SupervisorLost("the job's supervisor answered garbage") from None
         return answer if isinstance(answer, dict) else {}
 
-    def start(self, request: dict) -> dict:
-        """Send one job; its first answer (``pid``, or ``exit`` when it could not start)."""
-        popen = self._ensure()
-        while self._owed:  # the previous job was stopped: skip its late answer
-            answer = self._line(60.0)
-            if answer is None or "exit" in answer:
-                self._owed -= 1
+    def _env_part(self, env: dict | None) -> dict:
+        """The request's environment: only what differs from what the supervisor holds.
+
+        Every job's environment is nearly the runner's; sending it whole, and
+        parsing it there, was a cost every job paid for nothing.
+        """
+        if env is None:
+            return {}
+        base = self._base_env
+        if base is not None:
+            changed = {k: v for k, v in env.items() if base.get(k) != v}
+            gone = [k for k in base if k not in env]
+            if len(changed) + len(gone) <= 16:
+                return {"env_set": changed, "env_unset": gone}
+        self._base_env = dict(env)
+        return {"base_env": self._base_env, "env_set": {}}
+
+    def _send(self, message: dict) -> None:
+        assert self.popen is not None and self.popen.stdin is not None
         try:
-            popen.stdin.write(json.dumps(request).encode() + b"\n")
-            popen.stdin.flush()
+            self.popen.stdin.write(json.dumps(message).encode() + b"\n")
+            self.popen.stdin.flush()
         except (OSError, ValueError):
             raise SupervisorLost("the job's supervisor process is gone") from None
+
+    def start(self, request: dict, ready: Callable[[], None] | None = None) -> dict:
+        """Send one job; its first answer (``pid``, or ``exit`` when it could not start).
+
+        With ``ready`` the job is sent ahead and ``ready()`` (the runner's
+        durable "running") is called meanwhile; the job starts only once
+        it returned, so the supervisor's preparations (the log opened, the
+        environment made) overlap the runner's write instead of following it.
+        ``ready`` is called exactly once, even when the supervisor is gone.
+        """
+        try:
+            self._ensure()
+            while self._owed:  # the previous job was stopped: skip its late answer
+                answer = self._line(60.0)
+                if answer is None or "exit" in answer:
+                    self._owed -= 1
+            request = dict(request, hold=ready is not None)
+            if "env" in request:
+                request.update(self._env_part(request.pop("env")))
+            self._send(request)
+        except BaseException:
+            if ready is not None:
+                ready()
+            raise
+        if ready is not None:
+            try:
+                ready()
+            except BaseException:
+                try:  # the job never started: the supervisor drops it
+                    self._send({"drop": request["key"]})
+                except SupervisorLost:
+                    pass
+                raise
+            self._send({"go": request["key"]})
         answer = self._line(120.0)
         if answer is None:
             raise SupervisorLost("the job's supervisor did not answer within 120 s")
@@ -191,22 +252,21 @@ class ProcessRunner:
     supervisor: Supervisor = field(default_factory=Supervisor)
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
-            log_path: str, *, before: dict | None = None, folders: list | None = None) -> int:
+            log_path: str, *, before: dict | None = None, folders: list | None = None,
+            ready: Callable[[], None] | None = None) -> int:
+        """Run the job to its end; its exit code.  ``ready()``: see :meth:`Supervisor.start`."""
         argv = job_command(job, spec, settings, settings_path)
         cwd = job_cwd(job, settings, spec)
         grace = grace_seconds() if self.grace is None else self.grace
+        # The header is written by the supervisor, which opens the log for the job anyway.
         header = (f"# spacrq job {job.id} ({job.label}), attempt {job.attempts}\n"
                   f"# started {now_iso()}\n# cwd {cwd or os.getcwd()}\n"
                   f"# argv {argv!r}\n# settings {json.dumps(settings, default=str)}\n")
-        try:
-            append_text(log_path, header, durable=False)
-        except (OSError, RunFileError):
-            pass  # the supervisor cannot open it either and says so as the job's failure
-        request = {"job": job.id, "key": job.started, "argv": argv, "cwd": cwd,
+        request = {"job": job.id, "key": job.started, "argv": argv, "cwd": cwd, "header": header,
                    "env": job_environment(job, settings, spec, log_path), "log": log_path,
                    "record": exit_record_path(log_path), "grace": grace,
                    "before": before or {}, "folders": folders or []}
-        answer = self.supervisor.start(request)
+        answer = self.supervisor.start(request, ready)
         if "exit" in answer:
             raise JobNotStarted(str(answer.get("error") or f"exited with code {answer['exit']}"))
         ref = ProcessRef(int(answer["pid"]), float(answer.get("started") or 0.0))

@@ -27,15 +27,17 @@ carry: that saving failed, and where the state is.
 """
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from spacrq.queue.locks import HeldEditLock
 from spacrq.queue.model import Job, Queue, QueueError, now_iso
-from spacrq.queue.render import render_job
-from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, edit_lock, file_key,
+from spacrq.queue.render import Replacer, render_job, render_queue
+from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
 from spacrq.runfiles import RunFileError
@@ -66,7 +68,12 @@ class QueueWriter:
                  mode: str | None = None, loaded_key: tuple | None = None) -> None:
         self.queue, self.path, self.durable = queue, Path(path), durable
         self.mode = mode or ("file" if len(queue.jobs) <= direct_max_jobs() else "journal")
-        self._parts: dict[int, bytes] = {}
+        self._parts: list[bytes] = []      # each job's bytes, in the queue's order…
+        self._rendered: list[Job] = []     # …of these jobs (re-rendered when the list changed)
+        self._stale: set[int] = set()      # id() of the jobs changed since their bytes were made
+        self._index: dict[int, int] = {}   # id() of a job -> its place in _parts
+        self._replacer = Replacer(self.path)
+        self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
         self.problem = ""       # why the last write failed ('' once one succeeds)
         self.notes: list[str] = []
@@ -82,7 +89,7 @@ class QueueWriter:
     # -- what the engine calls ------------------------------------------------------
     def touch(self, job: Job, fields: Iterable[str], sync: bool = False) -> None:
         """``job``'s ``fields`` changed: journalled now (journal mode), written at the next commit."""
-        self._parts.pop(id(job), None)
+        self._stale.add(id(job))
         if self.journal is not None:
             try:
                 self.journal.job(job, list(fields), sync=sync)
@@ -120,7 +127,7 @@ class QueueWriter:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
         added: list[Job] = []
         try:
-            with edit_lock(self.path):
+            with self._lock:
                 added = self._merge()
                 self._write_locked(durable)
         except (OSError, QueueError, RunFileError) as exc:
@@ -128,13 +135,13 @@ class QueueWriter:
         return added
 
     def _write_locked(self, durable: bool = True) -> None:
-        parts = [self._part(job) for job in self.queue.jobs]
+        parts = self._all_parts()
         if self.journal is not None and durable:
             self.journal.checkpoint(parts)  # the file durable, then the journal emptied
             self._lines, self._last_write = 0, time.monotonic()
         elif self.journal is not None:  # current for every reader; durable through the journal
             self.queue.journal_seq = self.journal.seq
-            write_queue_file(self.queue, self.path, durable=False, parts=parts)
+            self._replacer.write(render_queue(self.queue, parts))
         else:  # no journal: each write durable, and numbered so a watcher tells it is new
             self.queue.journal_seq = max(self.queue.journal_seq, last_journal_seq(self.path)) + 1
             write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
@@ -160,7 +167,7 @@ class QueueWriter:
         or no runner at all.
         """
         try:
-            with edit_lock(self.path):
+            with self._lock:
                 added = self._merge()
                 if added and take_more:
                     return added
@@ -173,6 +180,13 @@ class QueueWriter:
             self.journal.close()
             self.journal = None
         return []
+
+    def tidy(self) -> None:
+        """Housekeeping nobody should wait for (the runner calls it once a job runs)."""
+        try:
+            self._replacer.tidy()
+        except OSError:
+            pass
 
     def final_problem(self) -> str:
         """'' when the file holds the final state; else where the state is (a rescue copy)."""
@@ -191,13 +205,27 @@ class QueueWriter:
         if self.journal is not None:
             self.journal.close()
             self.journal = None
+        self._lock.close()
+        self._replacer.close()
 
     # -- pieces ----------------------------------------------------------------------
-    def _part(self, job: Job) -> bytes:
-        part = self._parts.get(id(job))
-        if part is None:
-            part = self._parts[id(job)] = render_job(job)
-        return part
+    def _all_parts(self) -> list[bytes]:
+        """Every job's bytes: only the jobs changed since the last write are rendered again
+        (walking the whole queue in Python at every write made a long queue slower per job)."""
+        jobs = self.queue.jobs
+        if len(jobs) != len(self._rendered) or any(map(operator.is_not, jobs, self._rendered)):
+            old = {id(job): part for job, part in zip(self._rendered, self._parts)}
+            self._parts = [old[id(job)] if id(job) in old and id(job) not in self._stale
+                           else render_job(job) for job in jobs]
+            self._rendered = list(jobs)
+            self._index = {id(job): i for i, job in enumerate(jobs)}
+        else:
+            for key in self._stale:
+                i = self._index.get(key)
+                if i is not None:
+                    self._parts[i] = render_job(jobs[i])
+        self._stale.clear()
+        return self._parts
 
     def _merge(self) -> list[Job]:
         """Take in the jobs added to the file since this runner last wrote it."""

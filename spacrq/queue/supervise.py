@@ -17,6 +17,13 @@ stdin; it answers ``{"pid", "started"}`` once the job runs and ``{"exit",
 "finished"}`` when it ended.  When its stdin closes (the runner ended or
 died) it finishes the job at hand, records it durably, and exits.
 
+A request is kept small because the runner waits on every one: the log's
+header comes with it (the supervisor opens the log for the job anyway), and
+the environment is sent whole once (``base_env``) and then only as what a
+job changes in it (``env_set``, ``env_unset``; a request with ``env`` gives
+the whole environment of that job), and a job is sent ahead (``hold``) and
+started by a one-line ``{"go": key}`` once its "running" is on disk.
+
 It also stops what a job left running in its process group before it
 answers, so jobs never overlap even across a runner's death.
 """
@@ -87,18 +94,36 @@ def _append(path: str, data: bytes, durable: bool = False) -> None:
         os.close(fd)
 
 
-def _note(path: str, text: str) -> None:
+def _note(path: str, text: str, fd: int = -1) -> None:
     try:
-        _append(path, text.encode("utf-8", "replace"))
+        if fd < 0:
+            _append(path, text.encode("utf-8", "replace"))
+        else:
+            os.write(fd, text.encode("utf-8", "replace"))
     except OSError as exc:
         print(f"spacrq supervisor: could not write {path}: {exc}", file=sys.stderr, flush=True)
 
 
-def _record(path: str, line: dict, durable: bool) -> None:
-    try:  # a fresh line first, in case a crash tore the last one
-        _append(path, ("\n" + json.dumps(line, default=str) + "\n").encode(), durable)
+def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
+    """One line of the exit record (through ``fd`` when the record is already open)."""
+    data = ("\n" + json.dumps(line, default=str) + "\n").encode()  # a fresh line first,
+    try:                                                            # in case a crash tore one
+        if fd < 0:
+            _append(path, data, durable)
+        else:
+            os.write(fd, data)
+            if durable:
+                os.fsync(fd)
     except OSError as exc:  # the runner still gets the answer on the pipe
         print(f"spacrq supervisor: could not write {path}: {exc}", file=sys.stderr, flush=True)
+
+
+def _open_append(path: str) -> int:
+    """``path`` opened for appending (never through a link), or -1."""
+    try:
+        return os.open(path, _APPEND, 0o644)
+    except OSError:
+        return -1
 
 
 def _answer(out, reply: dict) -> None:
@@ -125,8 +150,91 @@ def _wait(popen: subprocess.Popen) -> tuple[int, int | None]:
     return popen.returncode, peak
 
 
-def supervise(request: dict, out, parent: int) -> None:
-    """Run one job to its end and record it."""
+class _Env:
+    """The environment jobs start with: sent whole once, then only as changes."""
+
+    def __init__(self) -> None:
+        self.base: dict | None = None
+
+    def of(self, request: dict) -> dict | None:
+        """The job's environment (None: the supervisor's own)."""
+        if isinstance(request.get("base_env"), dict):
+            self.base = {str(k): str(v) for k, v in request["base_env"].items()}
+        if "env_set" not in request and "env_unset" not in request:
+            return request.get("env") if isinstance(request.get("env"), dict) else self.base
+        env = dict(self.base if self.base is not None else os.environ)
+        env.update({str(k): str(v) for k, v in (request.get("env_set") or {}).items()})
+        for name in request.get("env_unset") or ():
+            env.pop(str(name), None)
+        return env
+
+
+_SIGNALS_RESET = tuple(s for s in (getattr(signal, "SIGPIPE", None),
+                                   getattr(signal, "SIGXFSZ", None)) if s is not None)
+_DEVNULL = -1
+
+
+class _Spawned:
+    """The little of ``subprocess.Popen`` the supervisor uses, for a job started by posix_spawn."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+
+    def wait(self) -> int:
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # as Popen: reaped elsewhere, nothing more to know
+            self.returncode = 0
+        return self.returncode
+
+
+def _spawn(argv: list, log_fd: int, cwd: str | None, env: dict | None):
+    """Start the job in a session of its own, its output into its log.
+
+    ``posix_spawn`` (a vfork) when the program is given by its path and no
+    working folder is asked for: what a short job costs is mostly its start,
+    and this start costs less than ``Popen``'s.  Otherwise ``Popen``, which
+    searches the job's own PATH and changes folder.  Either way: stdin from
+    /dev/null, only the three standard descriptors inherited (spacrq's own
+    are close-on-exec), SIGPIPE and SIGXFSZ back to their defaults.
+    """
+    global _DEVNULL
+    program = argv[0] if argv and isinstance(argv[0], str) else ""
+    if cwd is None and os.sep in program and hasattr(os, "posix_spawn") \
+            and all(isinstance(a, str) for a in argv):
+        if _DEVNULL < 0:
+            _DEVNULL = os.open(os.devnull, os.O_RDONLY)
+        pid = os.posix_spawn(program, argv, os.environ if env is None else env,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, _DEVNULL, 0),
+                                           (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                                           (os.POSIX_SPAWN_DUP2, log_fd, 2)],
+                             setsid=True, setsigdef=_SIGNALS_RESET)
+        return _Spawned(pid)
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd,
+                            stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
+
+
+def _held(request: dict, requests) -> tuple[bool, dict | None]:
+    """For a request sent ahead (``hold``): ``(go, the next request)``.
+
+    The runner sends a job before its "running" is on disk, so this process
+    opens the log and readies the environment while the runner writes;
+    the job starts only at the runner's ``{"go": key}``, after that write.
+    Anything else (the runner went away, or sent another job) drops it.
+    """
+    if not request.get("hold"):
+        return True, None
+    following = next(requests, None)
+    if isinstance(following, dict) and following.get("go") == request["key"] \
+            and "argv" not in following:
+        return True, None
+    return False, following if isinstance(following, dict) and "argv" in following else None
+
+
+def supervise(request: dict, out, parent: int, envs: _Env | None = None,
+              requests=None) -> dict | None:
+    """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
     try:
@@ -136,41 +244,79 @@ def supervise(request: dict, out, parent: int) -> None:
         log_fd, problem = -1, f"could not open its log {log} ({exc.strerror or exc})"
     else:
         problem = ""
+        header = request.get("header")
+        if isinstance(header, str) and header:
+            try:
+                os.write(log_fd, header.encode("utf-8", "replace"))
+            except OSError:
+                pass  # the job's own output will say the same about the log
     popen = None
     cwd = request.get("cwd") or None
     if not problem and cwd and not os.path.isdir(cwd):
         problem = f"its working folder {cwd} does not exist"
+    env = None
     if not problem:
         try:
-            popen = subprocess.Popen(request["argv"], stdin=subprocess.DEVNULL, stdout=log_fd,
-                                     stderr=subprocess.STDOUT, cwd=cwd,
-                                     env=request.get("env"), start_new_session=True)
+            env = (envs or _Env()).of(request)
+        except (ValueError, TypeError, AttributeError) as exc:
+            problem = f"its environment cannot be used ({exc})"
+    go, following = _held(request, requests if requests is not None else iter(()))
+    if not go:
+        if log_fd >= 0:
+            os.close(log_fd)
+        _note(log, "# spacrq: not started: the runner took it back before it began\n")
+        return following
+    if not problem:
+        try:
+            popen = _spawn(request["argv"], log_fd, cwd, env)
         except (OSError, ValueError, TypeError) as exc:
             argv = request.get("argv") or ["?"]
             problem = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
-    if log_fd >= 0:
-        os.close(log_fd)
     if popen is None:
+        if log_fd >= 0:
+            os.close(log_fd)
         _note(log, f"error: {problem}\n")
         finished = _now()
         _record(record, dict(base, exit_code=127, finished=finished, error=problem), False)
         _answer(out, {"exit": 127, "finished": finished, "error": problem})
-        return
+        return None
     started = time.time()
-    _record(record, dict(base, pid=popen.pid, started=started, supervisor=os.getpid(),
-                         before=request.get("before") or {},
-                         folders=request.get("folders") or []), False)
+    # The runner hears of the job first (it writes the pid into its journal while the job
+    # starts); the start record follows at once, from this process, which outlives the runner.
     _answer(out, {"pid": popen.pid, "started": started})
-    code, peak = _wait(popen)
-    finished = _now()
-    orphaned = os.getppid() != parent  # nobody else will record it: make it survive a power cut
-    _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak), orphaned)
-    _note(log, f"\n# finished {finished} with exit code {code}\n")
+    record_fd = _open_append(record)  # kept open: the job's end is one write, no open
+    try:
+        _record(record, dict(base, pid=popen.pid, started=started, supervisor=os.getpid(),
+                             before=request.get("before") or {},
+                             folders=request.get("folders") or []), False, record_fd)
+        code, peak = _wait(popen)
+        finished = _now()
+        orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
+        _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak),
+                orphaned, record_fd)
+    finally:
+        if record_fd >= 0:
+            os.close(record_fd)
+    _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
     left = _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
     if left:
         _note(log, f"# the job left processes running in its group after it ended; they were "
-                   f"{left}\n")
+                   f"{left}\n", log_fd)
+    if log_fd >= 0:
+        os.close(log_fd)
     _answer(out, {"exit": code, "finished": finished})
+    return None
+
+
+def _requests(stream):
+    """The JSON objects sent on ``stream``, one a line (a garbled line costs only itself)."""
+    for line in stream:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(request, dict):
+            yield request
 
 
 def main() -> int:
@@ -178,13 +324,14 @@ def main() -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     parent = os.getppid()
     out = sys.stdout
-    for line in sys.stdin:
-        try:
-            request = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(request, dict) and {"argv", "log", "record", "key"} <= set(request):
-            supervise(request, out, parent)
+    envs = _Env()
+    requests = _requests(sys.stdin)
+    request = next(requests, None)
+    while request is not None:
+        following = None
+        if {"argv", "log", "record", "key"} <= set(request):
+            following = supervise(request, out, parent, envs, requests)
+        request = following if following is not None else next(requests, None)
     return 0
 
 

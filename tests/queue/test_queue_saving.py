@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
-from spacrq.queue import render, store
+from spacrq.queue import store
 from spacrq.queue.engine import INTERRUPTED
 from spacrq.queue.store import logs_dir
 
@@ -67,16 +67,16 @@ def test_a_failing_disk_for_a_while_loses_nothing_once_it_clears(tmp_path, monke
     """A full disk, a read-only remount (tests run as root, so chmod cannot make one), a
     permission change, an I/O error: each for two jobs, then the disk is fine again."""
     queue, path = _queue(tmp_path, n=4)
-    real = render.write_bytes
+    real = os.replace  # the step every replace of the file takes, durable or not
     full = {"on": False}
     reason = os.strerror(code)
 
-    def write_bytes(target, data, **kw):
+    def replace(source, target, *args, **kw):
         if full["on"] and Path(target) == path:
             raise OSError(code, reason)
-        return real(target, data, **kw)
+        return real(source, target, *args, **kw)
 
-    monkeypatch.setattr(render, "write_bytes", write_bytes)
+    monkeypatch.setattr(os, "replace", replace)
 
     def disk(job):
         full["on"] = job.id in ("j1", "j2")

@@ -1,0 +1,146 @@
+"""The per-job fast path keeps every promise: a job starts only after its "running" is on
+disk, the file written in pieces is the file written whole, the runner's kept-open lock is
+still the lock, and a job started the quick way gets what a Popen'd job got."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacrq.procs import module_argv
+from spacrq.queue import Job, Queue, QueueError, save_queue
+from spacrq.queue.jobproc import Supervisor
+from spacrq.queue.locks import EditLock, HeldEditLock
+from spacrq.queue.persist import QueueWriter
+from spacrq.queue.render import Replacer, render_queue
+from spacrq.queue.store import logs_dir
+from spacrq.runfiles import read_jsonl
+
+TOUCH = shutil.which("touch") or "/usr/bin/touch"
+
+
+def _request(tmp_path: Path, name: str, argv: list[str], **extra) -> dict:
+    return {"job": name, "key": f"k-{name}", "argv": argv, "log": str(tmp_path / f"{name}.log"),
+            "record": str(tmp_path / f"{name}.exit.jsonl"), "grace": 1, **extra}
+
+
+def _feed(messages: list[dict]) -> list[dict]:
+    """Everything the supervisor answers to ``messages`` (then its stdin closes)."""
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+    done = subprocess.run(module_argv("spacrq.queue.supervise"), input=data,
+                          capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_job_sent_ahead_never_starts_without_go(tmp_path):
+    """The runner died (stdin closed) before its "running" was on disk: the job never ran."""
+    marker = tmp_path / "ran"
+    request = _request(tmp_path, "a", [TOUCH, str(marker)], hold=True, header="# header\n")
+    assert _feed([request]) == []
+    assert not marker.exists()
+    assert not Path(request["record"]).exists()  # nothing to adopt, nothing to record
+    assert "not started" in Path(request["log"]).read_text()
+
+
+def test_a_job_sent_ahead_starts_at_go_and_a_taken_back_one_gives_way(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    held = _request(tmp_path, "a", [TOUCH, str(first)], hold=True)
+    dropped = _request(tmp_path, "b", [TOUCH, str(tmp_path / "never")], hold=True)
+    after = _request(tmp_path, "c", [TOUCH, str(second)], hold=True)
+    answers = _feed([held, {"go": held["key"]}, dropped, after, {"go": after["key"]}])
+    assert first.exists() and second.exists() and not (tmp_path / "never").exists()
+    assert [("pid" in a, a.get("exit")) for a in answers] == [(True, None), (False, 0)] * 2
+    assert "exit code 0" in Path(after["log"]).read_text()
+    ends = [r for r in read_jsonl(held["record"]) if "exit_code" in r]
+    assert [r["exit_code"] for r in ends] == [0]
+
+
+def test_the_environment_sent_as_changes_is_the_jobs_environment(tmp_path):
+    """Only the changes travel after the first job; what a job sees is still all of it."""
+    supervisor = Supervisor()
+    sh = shutil.which("sh") or "/bin/sh"
+    base = dict(os.environ, SPACRQ_T_KEEP="keep", SPACRQ_T_GONE="gone")
+    seen = []
+    try:
+        for i, env in enumerate([base, {**{k: v for k, v in base.items() if k != "SPACRQ_T_GONE"},
+                                        "SPACRQ_T_NEW": "new"}]):
+            out = tmp_path / f"env{i}"
+            script = (f'echo "$SPACRQ_T_KEEP ${{SPACRQ_T_GONE-unset}} '
+                      f'${{SPACRQ_T_NEW-unset}}" > {out}')
+            request = _request(tmp_path, f"e{i}", [sh, "-c", script], env=env)
+            assert "pid" in supervisor.start(request)
+            assert supervisor.wait(30.0)["exit"] == 0
+            seen.append(out.read_text().split())
+    finally:
+        supervisor.close()
+    assert seen == [["keep", "gone", "unset"], ["keep", "unset", "new"]]
+
+
+def test_a_job_started_the_quick_way_is_alone_in_its_session_with_no_stdin(tmp_path):
+    probe = ("import os, sys; print(os.getpgid(0) == os.getpid(), os.getsid(0) == os.getpid(), "
+             "sys.stdin.read() == '')")
+    request = _request(tmp_path, "p", [sys.executable, "-c", probe], header="# the header\n")
+    grep = shutil.which("grep") or "/bin/grep"
+    signals = _request(tmp_path, "s", [grep, "SigIgn", "/proc/self/status"])
+    answers = _feed([request, signals])
+    assert [a["exit"] for a in answers if "exit" in a] == [0, 0]
+    log = Path(request["log"]).read_text()
+    assert log.startswith("# the header\n") and "True True True" in log
+    ignored = int(Path(signals["log"]).read_text().split()[1], 16)
+    assert not ignored & (1 << (13 - 1))  # SIGPIPE back to its default, as Popen does
+
+
+def test_the_file_written_in_pieces_is_the_file_written_whole(tmp_path):
+    queue = Queue(name="pieces")
+    for i in range(6):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["true"]}), validate=False)
+    path = tmp_path / "pieces.queue.json"
+    save_queue(queue, path)
+    writer = QueueWriter(queue, path, mode="file")
+    try:
+        writer.start()
+        for i, job in enumerate(queue.jobs):
+            job.status, job.error = "success", f"done {i}"
+            writer.touch(job, ["status", "error"])
+            if i == 3:
+                queue.jobs.insert(0, queue.jobs.pop())  # the list itself changed
+            writer.commit()
+            assert path.read_bytes() == render_queue(queue)
+    finally:
+        writer.close()
+
+
+def test_the_quick_replace_keeps_the_mode_clears_a_leftover_and_never_follows_a_link(tmp_path):
+    path = tmp_path / "q.queue.json"
+    path.write_text("old")
+    os.chmod(path, 0o640)
+    outside = tmp_path / "outside"
+    outside.write_text("untouched")
+    replacer = Replacer(path)
+    replacer.temp.symlink_to(outside)  # a link, or a crash's leftover, where the temp goes
+    try:
+        replacer.write(b"new")
+        replacer.write(b"newer")
+    finally:
+        replacer.close()
+    assert path.read_bytes() == b"newer" and (path.stat().st_mode & 0o777) == 0o640
+    assert outside.read_text() == "untouched" and not replacer.temp.exists()
+
+
+def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_path):
+    folder = logs_dir(tmp_path / "q.queue.json")
+    held = HeldEditLock(folder)
+    try:
+        with held:
+            pass
+        (folder / "queue.lock").unlink()  # somebody cleaned the folder
+        with held, pytest.raises(QueueError, match="locked"), EditLock(folder, wait=0.05):
+            pass
+    finally:
+        held.close()
