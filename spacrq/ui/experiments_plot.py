@@ -21,6 +21,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from spacrq.ui.qt_lifetime import adopt_plot_orphans
+
 #: the x choice that means "the record's own step index"
 STEP_INDEX = "step index"
 
@@ -84,6 +86,7 @@ class RecordsPlot(QWidget):
         self.chooser.currentTextChanged.connect(self._y_chosen)
         self.x_chooser.currentTextChanged.connect(self._x_chosen)
         self.plot = pg.PlotWidget(background="w")
+        adopt_plot_orphans(self, self.plot.getPlotItem())  # see spacrq.ui.qt_lifetime
         self.plot.setLabel("bottom", STEP_INDEX)
         self.plot.getAxis("left").enableAutoSIPrefix(False)  # a reading reads as written
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)

@@ -26,6 +26,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from spacrq.blockwise.report_format import format_seconds
+from spacrq.ui.qt_lifetime import adopt_plot_orphans
 
 #: the first ten workers' colours (matplotlib's tab10, told apart by most eyes, with its grey
 #: swapped for a deep indigo: a grey line reads as a grid line, not as a worker)
@@ -139,6 +140,8 @@ class LiveCharts(QWidget):
         self.workers_plot.getAxis("right").setLabel("idle (dashed)", units="s")
         self.idle_box.setXLink(self.workers_plot)
         self.workers_plot.vb.sigResized.connect(self._fit_idle_box)
+        for plot in (self.workers_plot, self.rate_plot, self.wall_plot, self.rss_plot):
+            adopt_plot_orphans(self, plot, *([self.idle_box] if plot is self.workers_plot else []))
         self.rate_plot.setTitle("blocks per second")
         self.rate_plot.setLabel("bottom", "run time", units="s")
         self.wall_plot.setTitle("wall time per block")

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
+from PySide6.QtCore import QByteArray, QCoreApplication, QSettings, QStandardPaths
 
 if TYPE_CHECKING:  # the widgets are imported where used: restoring runs before the first paint
     from PySide6.QtWidgets import QHeaderView, QMainWindow, QTabWidget, QWidget
@@ -53,6 +52,12 @@ def _damaged(path: Path) -> str:
     return ""
 
 
+def _settings(path: Path) -> QSettings:
+    """The settings object, owned by the application: left to Python, it would be destroyed
+    (and written out) by the garbage collector on whatever thread collects it."""
+    return QSettings(str(path), QSettings.Format.IniFormat, QCoreApplication.instance())
+
+
 class WindowState:
     """The window's remembered state; :attr:`note` says when the file had to be set aside."""
 
@@ -60,10 +65,11 @@ class WindowState:
         self.path = Path(path) if path is not None else settings_path()
         self.note = ""
         why = _damaged(self.path)
-        self.settings = QSettings(str(self.path), QSettings.Format.IniFormat)
+        self.settings = _settings(self.path)
         if not why and self.settings.status() != QSettings.Status.NoError:
             why = "it could not be parsed"
         if why:
+            self.settings.setParent(None)  # dropped now, by this thread
             self.settings = None
             aside = self.path.with_name(self.path.name + ".damaged")
             try:
@@ -76,7 +82,7 @@ class WindowState:
             self.note = (f"The settings file {self.path} was ignored ({why}); the window starts "
                          f"with its defaults and {moved}.")
             if moved.startswith("it was moved"):
-                self.settings = QSettings(str(self.path), QSettings.Format.IniFormat)
+                self.settings = _settings(self.path)
 
     # -- plain values ------------------------------------------------------------
     def _get(self, key: str, kind: type, default=None):

@@ -1,7 +1,32 @@
-"""pytest-qt rules: fail any test that leaves a poller thread or a visible window."""
+"""pytest-qt rules: fail any test that leaves a poller thread, a visible window, or a Qt
+object only Python owns (the garbage collector would destroy it on whatever thread it runs)."""
 from __future__ import annotations
 
+import gc
+
 import pytest
+
+
+def _orphans_for_the_collector() -> list[str]:
+    """Collect garbage here, on the GUI thread, naming each live Qt object only Python owned.
+
+    Such an object is destroyed by whichever thread next runs the collector (a poller's,
+    zarr's); destroyed there while the GUI thread works, it crashes the process.  Collected
+    with DEBUG_SAVEALL to see them, then for real, so they die here, on the GUI thread.
+    """
+    from PySide6.QtCore import QObject
+    from shiboken6 import Shiboken
+
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+    finally:
+        gc.set_debug(0)
+    found = sorted(type(o).__name__ for o in gc.garbage
+                   if isinstance(o, QObject) and Shiboken.isValid(o) and Shiboken.ownedByPython(o))
+    gc.garbage.clear()
+    gc.collect()
+    return found
 
 
 @pytest.fixture(autouse=True)
@@ -9,6 +34,7 @@ def no_leftover_qt(request):
     yield
     if "qtbot" not in request.fixturenames and "qapp" not in request.fixturenames:
         return
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
     from spacrq.ui.poller import LIVE_POLLERS
@@ -17,11 +43,19 @@ def no_leftover_qt(request):
     running = [p for p in list(LIVE_POLLERS) if p.is_running()]
     for p in running:
         p.stop()
-    visible = [w for w in (app.topLevelWidgets() if app else []) if w.isVisible()]
-    for w in visible:
-        w.close()
+    visible = [type(w).__name__ for w in (app.topLevelWidgets() if app else []) if w.isVisible()]
+    for w in (app.topLevelWidgets() if app else []):
+        if w.isVisible():
+            w.close()
+    if app is not None:
+        # what pytest-qt closed and deleteLater()'d goes now, on the GUI thread; left to a
+        # later test's event loop, it went while that test's threads were collecting garbage
+        QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    orphans = _orphans_for_the_collector()
     assert not running, f"test left {len(running)} poller thread(s) running"
-    assert not visible, f"test left windows open: {[type(w).__name__ for w in visible]}"
+    assert not visible, f"test left windows open: {visible}"
+    assert not orphans, (f"test left Qt objects only Python owns, for the garbage collector to "
+                         f"destroy on any thread: {orphans}; give each a Qt parent")
 
 
 @pytest.fixture

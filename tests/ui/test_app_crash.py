@@ -22,6 +22,7 @@ def guard(tmp_path):
     g = CrashGuard(tmp_path / "logs").install(native=False)
     yield g
     g.uninstall()
+    g.deleteLater()  # destroyed on the GUI thread, not by the garbage collector on another
 
 
 def _broken_slot():

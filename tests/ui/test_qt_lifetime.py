@@ -1,0 +1,60 @@
+"""Closed windows leave no Qt object that only Python owns: the garbage collector runs on any
+thread (a poller's, zarr's), and a Qt object it destroyed there crashed the process."""
+from __future__ import annotations
+
+import gc
+import threading
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
+from shiboken6 import Shiboken
+
+from spacrq.ui.main_window import MainWindow
+from spacrq.ui.poller import Poller
+
+WAIT = 20_000
+
+
+def _python_owned_garbage() -> list[str]:
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+    finally:
+        gc.set_debug(0)
+    found = sorted(type(o).__name__ for o in gc.garbage
+                   if isinstance(o, QObject) and Shiboken.isValid(o) and Shiboken.ownedByPython(o))
+    gc.garbage.clear()
+    gc.collect()
+    return found
+
+
+def test_a_closed_window_leaves_nothing_for_another_threads_garbage_collector(qtbot, workspace):
+    window = MainWindow(workspace)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.loaded, timeout=WAIT):
+        window.show()
+    charts = window.panes["Run Report"].charts
+    qtbot.waitUntil(lambda: not charts.is_drawing(), timeout=WAIT)
+    window.close()
+    window.deleteLater()
+    del window
+    charts = None  # the last reference to its wrapper goes
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    # pyqtgraph's menus, the pollers' threads: every one went with the window, on this thread
+    assert _python_owned_garbage() == []
+
+
+def test_a_poller_has_no_qt_object_of_its_own_to_leave_behind(qtbot):
+    owner = QObject()
+    seen = []
+    poller = Poller(lambda request: threading.current_thread().name, 0.05, owner)
+    poller.snapshot.connect(seen.append)
+    poller.start()
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert seen[0].startswith("poller-") and seen[0] != threading.current_thread().name
+    assert poller.stop() and not poller.is_running()
+    assert owner.children() == [poller]  # no QThread, no worker QObject: nothing Python-owned
+    owner.deleteLater()
+    del owner, poller
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert _python_owned_garbage() == []
