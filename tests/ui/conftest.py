@@ -2,31 +2,8 @@
 object only Python owns (the garbage collector would destroy it on whatever thread it runs)."""
 from __future__ import annotations
 
-import gc
-
 import pytest
-
-
-def _orphans_for_the_collector() -> list[str]:
-    """Collect garbage here, on the GUI thread, naming each live Qt object only Python owned.
-
-    Such an object is destroyed by whichever thread next runs the collector (a poller's,
-    zarr's); destroyed there while the GUI thread works, it crashes the process.  Collected
-    with DEBUG_SAVEALL to see them, then for real, so they die here, on the GUI thread.
-    """
-    from PySide6.QtCore import QObject
-    from shiboken6 import Shiboken
-
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-    finally:
-        gc.set_debug(0)
-    found = sorted(type(o).__name__ for o in gc.garbage
-                   if isinstance(o, QObject) and Shiboken.isValid(o) and Shiboken.ownedByPython(o))
-    gc.garbage.clear()
-    gc.collect()
-    return found
+from qtgarbage import orphans_for_the_collector
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +28,7 @@ def no_leftover_qt(request):
         # what pytest-qt closed and deleteLater()'d goes now, on the GUI thread; left to a
         # later test's event loop, it went while that test's threads were collecting garbage
         QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    orphans = _orphans_for_the_collector()
+    orphans = orphans_for_the_collector()
     assert not running, f"test left {len(running)} poller thread(s) running"
     assert not visible, f"test left windows open: {visible}"
     assert not orphans, (f"test left Qt objects only Python owns, for the garbage collector to "

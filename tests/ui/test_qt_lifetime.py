@@ -2,30 +2,16 @@
 thread (a poller's, zarr's), and a Qt object it destroyed there crashed the process."""
 from __future__ import annotations
 
-import gc
 import threading
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
-from shiboken6 import Shiboken
+from qtgarbage import orphans_for_the_collector
 
 from spacrq.ui.main_window import MainWindow
 from spacrq.ui.poller import Poller
 
 WAIT = 20_000
-
-
-def _python_owned_garbage() -> list[str]:
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-    finally:
-        gc.set_debug(0)
-    found = sorted(type(o).__name__ for o in gc.garbage
-                   if isinstance(o, QObject) and Shiboken.isValid(o) and Shiboken.ownedByPython(o))
-    gc.garbage.clear()
-    gc.collect()
-    return found
 
 
 def test_a_closed_window_leaves_nothing_for_another_threads_garbage_collector(qtbot, workspace):
@@ -41,7 +27,7 @@ def test_a_closed_window_leaves_nothing_for_another_threads_garbage_collector(qt
     charts = None  # the last reference to its wrapper goes
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     # pyqtgraph's menus, the pollers' threads: every one went with the window, on this thread
-    assert _python_owned_garbage() == []
+    assert orphans_for_the_collector() == []
 
 
 def test_a_poller_has_no_qt_object_of_its_own_to_leave_behind(qtbot):
@@ -57,4 +43,4 @@ def test_a_poller_has_no_qt_object_of_its_own_to_leave_behind(qtbot):
     owner.deleteLater()
     del owner, poller
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    assert _python_owned_garbage() == []
+    assert orphans_for_the_collector() == []
