@@ -213,6 +213,15 @@ def _jobs_table(night: Night) -> Iterable[str]:
     yield "</table>"
 
 
+def _part_head(f: JobFacts, what: str, where: str, problem: str) -> Iterable[str]:
+    """A job's section: its name and outcome, where its run lives, what could not be read."""
+    yield f'<div class="job"><h3>{escape(f.job.id)} {_badge(f.outcome)}</h3>'
+    if where:
+        yield f"<p>{what} <code>{escape(where)}</code></p>"
+    if problem:
+        yield f'<p class="problem">This run could not be fully read: {escape(problem)}</p>'
+
+
 def _blockwise(night: Night) -> Iterable[str]:
     parts = [f for f in night.jobs if f.blockwise is not None]
     if not parts:
@@ -220,11 +229,7 @@ def _blockwise(night: Night) -> Iterable[str]:
     yield "<h2>Blockwise runs</h2>"
     for f in parts:
         bw = f.blockwise
-        yield f'<div class="job"><h3>{escape(f.job.id)} {_badge(f.outcome)}</h3>'
-        if bw.store:
-            yield f"<p>Tracking store <code>{escape(bw.store)}</code></p>"
-        if bw.problem:
-            yield f'<p class="problem">This run could not be fully read: {escape(bw.problem)}</p>'
+        yield from _part_head(f, "Tracking store", bw.store, bw.problem)
         if bw.panel:
             yield f"<pre>{escape(bw.panel)}</pre>"
         if bw.series:
@@ -240,11 +245,7 @@ def _experiments(night: Night) -> Iterable[str]:
     yield "<h2>Experiments</h2>"
     for f in parts:
         ex = f.experiment
-        yield f'<div class="job"><h3>{escape(f.job.id)} {_badge(f.outcome)}</h3>'
-        if ex.run_dir:
-            yield f"<p>Run <code>{escape(ex.run_dir)}</code></p>"
-        if ex.problem:
-            yield f'<p class="problem">This run could not be fully read: {escape(ex.problem)}</p>'
+        yield from _part_head(f, "Run", ex.run_dir, ex.problem)
         if ex.state:
             total = ex.total if ex.total is not None else "?"
             yield (f"<p>Ended <b>{escape(ex.state)}</b> after {ex.completed} of "
