@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from spacrq.runfiles import write_json
+from spacrq.runfiles import RunFileError, loads, write_json
 
 RUN_STATUS_SUFFIX = ".run_status.json"
 RUN_STATUS_TABLE = "run_status"
@@ -151,9 +151,9 @@ class Ledger:
         records: list[Any] = []
         if sidecar.is_file():
             try:
-                existing = json.loads(sidecar.read_text(encoding="utf-8"))
+                existing = loads(sidecar.read_bytes(), where=sidecar)
                 records = existing if isinstance(existing, list) else [existing]
-            except (OSError, ValueError):
+            except (OSError, RunFileError):
                 records = []
         records.append(self.to_dict())
         write_json(sidecar, records)
@@ -216,8 +216,8 @@ def read_run_status(artifact: str | Path) -> list[dict[str, Any]]:
     if not sidecar.is_file():
         return []
     try:
-        payload = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        payload = loads(sidecar.read_bytes(), where=sidecar)
+    except (OSError, RunFileError) as exc:
         raise RunStatusUnreadable(f"{sidecar} exists but cannot be read ({exc}); the run "
                                   "writing it did not finish") from None
     if isinstance(payload, list):

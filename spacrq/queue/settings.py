@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from spacrq.runfiles import RunFileError, loads
+
 _CSV_COLUMNS = (("Key", "Value"), ("key", "value"), ("setting_key", "setting_value"),
                 ("Setting", "Value"), ("name", "value"))
 _TRUE = {"true", "t", "yes", "y", "on", "1"}
@@ -72,10 +74,9 @@ def load_settings_file(path: str, cwd: str | None = None) -> dict[str, Any]:
                             "is a readable CSV or JSON file") from None
     if target.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"settings file {target} is not valid JSON (line {exc.lineno}: "
-                                f"{exc.msg}); fix it in an editor") from None
+            data = loads(text, where=f"settings file {target}")
+        except RunFileError as exc:  # the one rule: no NaN, no 1e400, no runaway nesting
+            raise SettingsError(str(exc)) from None
         if not isinstance(data, dict):
             raise SettingsError(f"settings file {target} holds a {type(data).__name__}; it "
                                 "must be a JSON object of setting: value")

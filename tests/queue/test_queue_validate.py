@@ -145,3 +145,13 @@ def test_a_chain_two_thousand_deep_validates_without_recursion_errors():
     assert not _errors(validate_queue(queue))
     queue.jobs[0].depends_on = ["command-2000"]
     assert any("cycle" in p.message for p in validate_queue(queue))
+
+
+@pytest.mark.parametrize("body", [b"[" * 5000 + b"]" * 5000, b'{"diameter": NaN}',
+                                  b'{"diameter": 1e400}', b'{"x": "\xff"}'])
+def test_a_hostile_settings_file_is_a_sentence_not_a_traceback(tmp_path, body):
+    from spacrq.queue.settings import SettingsError, load_settings_file
+    path = tmp_path / "mask.json"
+    path.write_bytes(body)
+    with pytest.raises(SettingsError, match="mask.json"):
+        load_settings_file(str(path))
