@@ -96,12 +96,16 @@ class RunFileError(RuntimeError):
     """A run file could not be read or written; the message says which and why.
 
     :attr:`path` is the file concerned (``None`` when the bytes came from
-    elsewhere), so a caller can act on it without parsing the sentence.
+    elsewhere), so a caller can act on it without parsing the sentence; for
+    JSON that does not parse, :attr:`offset` is the byte where it broke (the
+    message names its line and column).
     """
 
-    def __init__(self, message: str, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, message: str, path: str | os.PathLike | None = None,
+                 offset: int | None = None) -> None:
         super().__init__(message)
         self.path = Path(path) if path is not None else None
+        self.offset = offset
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -146,8 +150,9 @@ def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLik
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         reason = str(exc).split(": line")[0]
-        raise RunFileError(f"{name} is not valid JSON ({reason}); "
-                           "replace it with a valid file or remove it", where or None) from None
+        raise RunFileError(f"{name} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                           f"{reason}); fix that spot or replace the file", where or None,
+                           offset=exc.pos) from None
     except RecursionError:
         raise RunFileError(f"{name} is nested too deeply to be a spacrq file; "
                            "replace it with a valid file or remove it", where or None) from None
@@ -311,8 +316,9 @@ def read_json(path: str | os.PathLike, default: Any = None, *,
     try:
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode):
-            raise RunFileError(f"{target} is not a regular file; "
-                               "remove it so that spacrq can write the file there", target)
+            raise RunFileError(f"{target} is not a regular file (a folder, device or pipe "
+                               "stands there); put the file there, or remove what stands in "
+                               "its place", target)
         if st.st_size > max_bytes:
             raise RunFileError(f"{target} is {st.st_size:,} bytes, more than the {max_bytes:,} "
                                "such a file may hold; replace it with a valid file or remove it",
@@ -377,7 +383,7 @@ def _open_append(target: Path) -> int:
         except FileNotFoundError:
             target.parent.mkdir(parents=True, exist_ok=True)
             return os.open(target, flags, 0o644)
-    except OSError as exc:
+    except OSError:
         if target.is_symlink():
             raise RunFileError(f"{target} is a symbolic link; spacrq does not write through "
                                "links: replace it with a regular file", target) from None

@@ -38,8 +38,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
                                   last_journal_seq, replay_journal, transition_problem)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
@@ -95,17 +93,7 @@ def _read_document(path: str | os.PathLike) -> tuple[Any, int]:
     try:
         return loads(data, where=target), st.st_ino
     except RunFileError as exc:
-        raise QueueError(_where_it_broke(data, target) or str(exc)) from None
-
-
-def _where_it_broke(data: bytes, target: Path) -> str:
-    """For JSON that does not parse: the line and column, so the operator can fix that spot."""
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        return (f"{target} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                f"{exc.msg}); fix that spot in an editor")
-    return ""  # it parses: refused for NaN, Infinity, 1e400 or nesting, as loads says
+        raise QueueError(str(exc)) from None  # it names the line and column where it broke
 
 
 # -- loading and saving ---------------------------------------------------------
