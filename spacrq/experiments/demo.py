@@ -13,7 +13,6 @@ from typing import Any
 
 from spacrq.experiments.declarations import ExperimentSpec, declare_experiment, load_experiments
 from spacrq.procs import interpreter
-from spacrq.procs import interpreter
 
 __all__ = ["seed_demo", "DEMO_NAME", "demo_spec", "demo_job_settings"]
 
