@@ -26,10 +26,20 @@ from typing import Any, Mapping, Sequence
 import psutil
 
 __all__ = ["ProcessRef", "spawn_detached", "stop_group", "is_alive", "DEFAULT_GRACE",
-           "interpreter", "module_argv", "code_argv"]
+           "grace_seconds", "interpreter", "module_argv", "code_argv"]
 
-#: Seconds between SIGTERM and SIGKILL.
+#: Seconds between SIGTERM and SIGKILL, unless ``SPACRQ_GRACE`` says otherwise.
 DEFAULT_GRACE = 10.0
+
+
+def grace_seconds() -> float:
+    """The one grace setting: seconds a job, run or worker gets between being asked to
+    stop (SIGTERM, or an abort request) and being killed.  ``SPACRQ_GRACE`` sets it."""
+    try:
+        value = float(os.environ.get("SPACRQ_GRACE", DEFAULT_GRACE))
+    except ValueError:
+        return DEFAULT_GRACE
+    return max(0.0, value) if value == value and value != float("inf") else DEFAULT_GRACE
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ __all__ = [
     "RunFileError",
     "MAX_DEPTH",
     "loads",
+    "parse_document",
+    "file_stamp",
     "dumps",
     "read_json_checked",
     "append_text",
@@ -161,6 +163,65 @@ def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLik
         raise RunFileError(f"{name} nests objects and arrays more than {max_depth} deep; "
                            "replace it with a valid file or remove it", where or None)
     return value
+
+
+def parse_document(data: bytes | str, *, where: str | os.PathLike = "") -> Any:
+    """A settings or configuration document, JSON or YAML: the one reader of both.
+
+    JSON goes through :func:`loads`.  Text that looks like JSON (it starts
+    with ``{``, ``[`` or ``"``) must be valid JSON: YAML would read ``NaN`` or
+    a torn object as text and a run would start on nonsense.  Anything else is
+    YAML (``yaml.safe_load``); the value must then pass the same rules as JSON
+    (no ``.nan``/``.inf``, no runaway nesting).  An empty or comments-only
+    document is ``None``.
+
+    :raises RunFileError: naming ``where`` and the fix.
+    """
+    name = str(where) or "the document"
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(data).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise RunFileError(f"{name} is not UTF-8 text; save it as UTF-8 JSON or YAML",
+                               where or None) from None
+    else:
+        text = data.lstrip("\ufeff")
+    if not text.strip():
+        return None
+    try:
+        return loads(text, where=where)
+    except RunFileError:
+        if text.lstrip().startswith(("{", "[", '"')):
+            raise
+    import yaml  # noqa: PLC0415 (PyYAML is only needed for YAML, most documents are JSON)
+    try:
+        value = yaml.safe_load(text)
+    except RecursionError:
+        raise RunFileError(f"{name} is nested too deeply; replace it with a valid document",
+                           where or None) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise RunFileError(f"{name} is neither JSON nor YAML{at}; fix that spot or replace it",
+                           where or None) from None
+    if _finite(value) != value or (isinstance(value, (dict, list)) and _too_deep(value, MAX_DEPTH)):
+        raise RunFileError(f"{name} holds NaN, an infinity or nesting deeper than {MAX_DEPTH}; "
+                           "give plain numbers and settings", where or None)
+    return value
+
+
+def file_stamp(path: str | os.PathLike) -> tuple[int, int, int] | None:
+    """The one file-change stamp: ``(inode, size, mtime_ns)``, ``None`` when it is not there.
+
+    Equal stamps mean "unchanged" for every watcher: a file replaced
+    atomically gets a new inode, an append a new size, a rewrite in place a
+    new mtime.
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _plain(value: Any) -> Any:

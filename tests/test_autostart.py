@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -20,18 +19,9 @@ from spacrq.queue.model import Job, Queue
 from spacrq.queue.runner import runner_state, start_runner
 from spacrq.queue.store import load_queue, logs_dir, save_queue
 from spacrq.runfiles import write_json
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 DEADLINE = 60.0
-
-
-def wait_for(predicate, timeout=DEADLINE, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -220,8 +210,8 @@ def test_a_marked_queue_is_resumed_after_its_runner_died_with_the_machine(home, 
     assert cli_main(["autostart", "add", str(path)]) == 0
     assert au.installed()  # marking a queue puts the autostart in place
     start_runner(path)
-    wait_for(lambda: marker.exists() and load_queue(path).find("long").status == "running",
-             what="the long job to start")
+    wait_until(lambda: marker.exists() and load_queue(path).find("long").status == "running",
+             timeout=DEADLINE, what="the long job to start")
     kill_as_a_reboot_would(path)
     assert runner_state(path)["state"] == "crashed"
 
@@ -229,9 +219,9 @@ def test_a_marked_queue_is_resumed_after_its_runner_died_with_the_machine(home, 
                           env=dict(os.environ, HOME=str(home)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("resumed as process ")
-    wait_for(lambda: (runner_state(path) or {}).get("state") == "finished",
-             what="the resumed queue to finish")
-    wait_for(lambda: not runner_state(path)["alive"], what="the resumed runner to exit")
+    wait_until(lambda: (runner_state(path) or {}).get("state") == "finished",
+             timeout=DEADLINE, what="the resumed queue to finish")
+    wait_until(lambda: not runner_state(path)["alive"], DEADLINE, what="the resumed runner to exit")
     queue = load_queue(path)
     assert [j.status for j in queue.jobs] == ["success", "success", "success"]
     assert queue.find("first").attempts == 1  # nothing finished is redone

@@ -20,21 +20,12 @@ from pathlib import Path
 import pytest
 
 from spacrq import procs
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = os.environ.get("SPACRQ_TEST_BUNDLE") == "1"
 needs_build = pytest.mark.skipif(not BUILD, reason="builds the bundle: SPACRQ_TEST_BUNDLE=1 (.ci/run sets it)")
 DISPATCH = ("import sys\nfrom spacrq.frozen import dispatch\nsys.exit(dispatch(sys.argv[1:]))")
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 def dispatcher(*args: str, env=None, cwd=None) -> subprocess.CompletedProcess:
@@ -162,14 +153,14 @@ def test_the_bundle_opens_its_window_and_runs_the_demo_night(bundle, tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         demo = workspace / "queues" / "demo.queue.json"
-        wait_for(lambda: demo.is_file() or window.poll() is not None, 180, "the window to seed the demo")
+        wait_until(lambda: demo.is_file() or window.poll() is not None, 180, "the window to seed the demo")
         assert window.poll() is None, window.stdout.read().decode(errors="replace")
         started = subprocess.run([str(bundle), "queue", "run", str(demo), "--detach"],
                                  env=bundle_env(home), capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr
-        wait_for(lambda: (runner_state(demo) or {}).get("state") in ("finished", "crashed"), 600,
+        wait_until(lambda: (runner_state(demo) or {}).get("state") in ("finished", "crashed"), 600,
                  "the demo night to end")
-        wait_for(lambda: not runner_state(demo)["alive"], 60, "the runner to exit")
+        wait_until(lambda: not runner_state(demo)["alive"], 60, "the runner to exit")
         assert runner_state(demo)["state"] == "finished"
         queue = load_queue(demo)
         statuses = {job.id: job.status for job in queue.jobs}

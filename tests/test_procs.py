@@ -7,15 +7,7 @@ import time
 import pytest
 
 from spacrq.procs import ProcessRef, is_alive, spawn_detached, stop_group
-
-
-def _wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 def test_spawn_detached_runs_in_its_own_session_and_logs(tmp_path):
@@ -55,13 +47,13 @@ def test_stop_group_escalates_to_kill_for_a_process_ignoring_sigterm(tmp_path):
         "time.sleep(60)\n"
     )
     proc = spawn_detached([sys.executable, "-c", code])
-    assert _wait(lambda: ready.exists() and ready.read_text())
+    wait_until(lambda: ready.exists() and ready.read_text())
     grandchild = int(ready.read_text())
     started = time.monotonic()
     assert stop_group(proc.pid, grace=0.5, popen=proc) == "killed"
     assert time.monotonic() - started < 8
     assert not is_alive(proc.pid)
-    assert _wait(lambda: not is_alive(grandchild))  # the whole group went
+    wait_until(lambda: not is_alive(grandchild))  # the whole group went
 
 
 def test_stop_group_on_a_finished_process_says_gone():

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from spacrq.fmt import duration as fmt_duration  # noqa: F401 (the one duration format, used here and re-exported)
+
 QUEUE_FORMAT = 1
 
 #: Never attempted; still runnable.
@@ -69,18 +71,6 @@ def parse_iso(text: Any) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """``'—'``, ``'42.1s'``, ``'7m 12s'`` or ``'7h 41m'``: how an overnight summary reads."""
-    if seconds is None:
-        return "—"
-    seconds = max(0.0, float(seconds))
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h {int((seconds % 3600) // 60):02d}m"
 
 
 def id_problem(job_id: str) -> str:

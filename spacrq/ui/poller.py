@@ -8,6 +8,7 @@ with one sentence; the poller keeps running.
 
 The GUI thread only ever calls :meth:`Poller.request` (set what to watch,
 thread-safe) and :meth:`Poller.poll_now`; it never reads a file itself.
+Panes do not use it directly: :class:`spacrq.ui.pane_base.PaneBase` owns it.
 
 Why a plain thread and no Qt objects of its own: a Qt object that Python
 alone owns is destroyed wherever Python's garbage collector happens to run,
@@ -108,15 +109,16 @@ class Poller(QObject):
     def poll_now(self) -> None:
         self._worker.wake.set()
 
-    def set_interval(self, seconds: float) -> None:
-        self._worker.interval = seconds
-
-    def stop(self, timeout_ms: int = 5000) -> bool:
-        """Stop the thread and wait for it; True when it ended."""
+    def halt(self) -> None:
+        """Ask the thread to stop after the poll in flight, without waiting."""
         self._worker.stopping.set()
         self._worker.wake.set()
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        """Stop the thread and wait up to ``timeout`` seconds for it; True when it ended."""
+        self.halt()
         if self._thread is not None:
-            self._thread.join(timeout_ms / 1000)
+            self._thread.join(max(0.0, timeout))
             return not self._thread.is_alive()
         return True
 

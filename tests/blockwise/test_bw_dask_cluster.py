@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import threading
-import time
 
 import bw_funcs
 import numpy as np
@@ -25,16 +24,7 @@ from spacrq.blockwise import Roi, Task, ops, run_blockwise
 from spacrq.blockwise.report import block_columns, read_last_run, runs_file
 from spacrq.cli import main as cli_main
 from spacrq.queue import Job, Queue, load_queue, save_queue
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 @pytest.fixture
@@ -98,7 +88,7 @@ def test_a_sigkilled_dask_worker_costs_only_its_blocks_in_flight(tmp_path, dask_
     victim = dask_cluster.workers[0]
 
     def kill_when_started():
-        wait_for(lambda: len(list(stamps.glob("lost-*.json"))) >= 4, what="first blocks")
+        wait_until(lambda: len(list(stamps.glob("lost-*.json"))) >= 4, what="first blocks")
         os.killpg(victim.pid, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_when_started)
@@ -200,7 +190,7 @@ def test_a_cluster_lost_mid_run_ends_the_run_with_a_sentence_and_keeps_done_bloc
     first = DaskProcs(tmp_path / "first", workers=2)
     try:
         def kill_the_scheduler():
-            wait_for(lambda: len(list(stamps.iterdir())) >= 4, what="first blocks")
+            wait_until(lambda: len(list(stamps.iterdir())) >= 4, what="first blocks")
             os.killpg(first.scheduler.pid, signal.SIGKILL)
 
         killer = threading.Thread(target=kill_the_scheduler)

@@ -17,16 +17,7 @@ from spacrq.queue.runner import request_stop, runner_state, start_runner
 from spacrq.queue.store import read_queue_document
 from spacrq.queue.supervise import exit_record_path
 from spacrq.runfiles import read_jsonl
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 def _traced(jid, tmp_path, seconds=0.25):
@@ -112,8 +103,8 @@ def test_sigkill_at_any_moment_loses_nothing_and_reruns_nothing(tmp_path, moment
     ref = start_runner(path)
     sampler.start()
     try:
-        wait_for(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="the runner")
-        wait_for(lambda: MOMENTS[moment](_trace(tmp_path)), what=moment)
+        wait_until(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="the runner")
+        wait_until(lambda: MOMENTS[moment](_trace(tmp_path)), what=moment)
         os.kill(ref.pid, signal.SIGKILL)
         _reap(ref.pid)
         killed = load_queue(path)
@@ -135,14 +126,14 @@ def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path
                     "while [ ! -e go ]; do sleep 0.02; done; exit 3"]})
     path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    wait_for(lambda: (tmp_path / "plate.pid").exists(), what="the job to start")
+    wait_until(lambda: (tmp_path / "plate.pid").exists(), what="the job to start")
     pid = int((tmp_path / "plate.pid").read_text())
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref.pid)
     (tmp_path / "go").write_text("")
-    wait_for(lambda: not is_alive(pid), what="the job to end")
+    wait_until(lambda: not is_alive(pid), what="the job to end")
     left = load_queue(path).jobs[0]
-    wait_for(lambda: examine(left).state == "finished", what="the supervisor's record")
+    wait_until(lambda: examine(left).state == "finished", what="the supervisor's record")
     result = resume_queue(path)
     plate, after = load_queue(path).jobs
     assert plate.status == "failed" and plate.exit_code == 3  # its real outcome, recorded
@@ -170,13 +161,13 @@ def test_an_adopted_job_is_aborted_on_request(tmp_path, monkeypatch):
             settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),
         Job(module="command", id="after", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    wait_for(lambda: (tmp_path / "long.pid").exists(), what="the job to start")
+    wait_until(lambda: (tmp_path / "long.pid").exists(), what="the job to start")
     pid = int((tmp_path / "long.pid").read_text())
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref.pid)
     again = start_runner(path, resume=True)
     try:
-        wait_for(lambda: (runner_state(path) or {}).get("pid") == again.pid
+        wait_until(lambda: (runner_state(path) or {}).get("pid") == again.pid
                  and runner_state(path).get("current_job") == "long", what="the adoption")
         request_stop(path, now=True)
     finally:

@@ -13,6 +13,7 @@ from spacrq.procs import is_alive
 from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_queue
 from spacrq.queue.engine import CANCELLED
 from spacrq.queue.runner import (logs_dir, request_stop, runner_state, serve, start_runner)
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 HELPERS = str(Path(__file__).resolve().parent)  # queuehelp.py: the functions python jobs run
@@ -21,16 +22,6 @@ HELPERS = str(Path(__file__).resolve().parent)  # queuehelp.py: the functions py
 def job_env() -> dict:
     """Environment a python job needs to import ``queuehelp``."""
     return {"PYTHONPATH": os.pathsep.join([HELPERS, os.environ.get("PYTHONPATH", "")])}
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _py(jid, target, **settings):
@@ -96,7 +87,7 @@ def test_a_second_runner_on_the_same_file_is_refused_naming_the_first(tmp_path):
                                               " done", cwd=str(tmp_path)))
     ref = start_runner(path)
     try:
-        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        wait_until(lambda: (tmp_path / "started").exists(), what="the job to start")
         state = runner_state(path)
         assert state["alive"] and state["state"] == "running" and state["pid"] == ref.pid
         with pytest.raises(QueueError, match=f"already being run by process {ref.pid}"):
@@ -117,7 +108,7 @@ def test_stop_finishes_the_running_job_and_leaves_the_rest_not_run(tmp_path):
                                       cwd=str(tmp_path)), _sh("b", "true"), _sh("c", "true"))
     ref = start_runner(path)
     try:
-        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        wait_until(lambda: (tmp_path / "started").exists(), what="the job to start")
         request_stop(path)
         (tmp_path / "go").write_text("")
     finally:
@@ -133,7 +124,7 @@ def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkey
                         _sh("after", "true"))
     ref = start_runner(path)
     try:
-        wait_for(lambda: (out / "started").exists(), what="the job to start")
+        wait_until(lambda: (out / "started").exists(), what="the job to start")
         job_pid = int((out / "started").read_text())
         request_stop(path, now=True)
     finally:
@@ -152,7 +143,7 @@ def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
                                     "while [ ! -e go ]; do sleep 0.05; done", cwd=str(tmp_path)),
                         _sh("last", "true"))
     ref = start_runner(path)
-    wait_for(lambda: (tmp_path / "long.pid").exists(), what="the long job to start")
+    wait_until(lambda: (tmp_path / "long.pid").exists(), what="the long job to start")
     orphan = int((tmp_path / "long.pid").read_text())
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref)
@@ -162,7 +153,7 @@ def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
     assert is_alive(orphan)  # the job outlived its runner…
     again = start_runner(path, resume=True)
     try:
-        wait_for(lambda: (runner_state(path) or {}).get("pid") == again.pid
+        wait_until(lambda: (runner_state(path) or {}).get("pid") == again.pid
                  and runner_state(path).get("current_job") == "long", what="the adoption")
         assert is_alive(orphan)  # …and the resumed runner adopted it instead of stopping it
     finally:
@@ -178,7 +169,7 @@ def test_runner_terminated_by_the_system_aborts_its_job_safely(tmp_path, monkeyp
     monkeypatch.setenv("SPACRQ_GRACE", "0.5")
     queue, path = _save(tmp_path, _sh("a", "touch started; exec sleep 60", cwd=str(tmp_path)))
     ref = start_runner(path)
-    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    wait_until(lambda: (tmp_path / "started").exists(), what="the job to start")
     os.kill(ref.pid, signal.SIGTERM)
     _reap(ref)
     assert load_queue(path).jobs[0].status == "not_run"

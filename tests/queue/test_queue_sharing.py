@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -16,6 +15,7 @@ from spacrq.queue.runner import runner_state, start_runner
 from spacrq.queue.store import logs_dir
 from spacrq.queue.watch_actions import save_document
 from spacrq.runfiles import write_json
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 ADDER = """
 import sys
@@ -24,16 +24,6 @@ path, tag = sys.argv[1], sys.argv[2]
 for i in range(100):
     assert main(["queue", "add", path, "command", "--id", f"{tag}-{i}", "--", "true"]) == 0
 """
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _reap(pid, timeout=30):
@@ -62,7 +52,7 @@ def test_a_job_added_to_a_running_queue_is_taken_in_and_run(tmp_path, capsys, mo
                  "touch started; while [ ! -e go ]; do sleep 0.02; done"]) == 0
     ref = start_runner(path)
     try:
-        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        wait_until(lambda: (tmp_path / "started").exists(), what="the first job")
         assert main(["queue", "add", str(path), "command", "--id", "late", "--",
                      "touch", "late.ran"]) == 0
         assert "its runner takes the job in" in capsys.readouterr().out
@@ -104,7 +94,7 @@ def test_two_queue_files_with_one_stem_never_share_state(tmp_path):
     assert logs_dir(night) != logs_dir(backup)
     ref = start_runner(night)
     try:
-        wait_for(lambda: (tmp_path / "n.started").exists(), what="the night queue's job")
+        wait_until(lambda: (tmp_path / "n.started").exists(), what="the night queue's job")
         assert load_queue(backup).jobs[0].status == "pending"  # not the other file's "running"
         assert runner_state(backup) is None
         other = start_runner(backup)  # not "already being run"
