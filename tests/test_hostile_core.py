@@ -99,11 +99,11 @@ def test_progress_json(tmp_path, case):
     assert report.task_id == "smooth" and report.blocks.count == 2
     source = RunSource(store, store / "runs.jsonl")
     source.refresh()
-    row = source.row()
-    assert row["state"] in ("partial", "interrupted") and row["done"] == 2
+    row = source.row().value
+    assert row.state in ("partial", "interrupted") and row.done == 2
     if name not in EMPTY | {"wrong_types"}:
         assert any(str(progress) in n for n in notes)
-        assert any(str(progress) in p for p in row["problems"])
+        assert any(str(progress) in p for p in row.problems)
     assert progress.read_bytes() == data
 
 

@@ -36,14 +36,13 @@ from pathlib import Path
 from spacrq.blockwise.figures import WorkerLife
 from spacrq.blockwise.ownfiles import open_own
 from spacrq.blockwise.worker import IDLE, SLOT_FORMAT, SLOT_SIZE
-from spacrq.procs import module_argv
+from spacrq.procs import grace_seconds, module_argv
 from spacrq.runfiles import RunFileError
 
 __all__ = ["run_local", "LocalPool"]
 
 BATCH_SECONDS = 0.01
 MAX_BATCH = 512
-GRACE = float(os.environ.get("SPACRQ_GRACE", 10))
 #: a worker that has not loaded the process function by then is stuck (a hanging import)
 STARTUP_TIMEOUT = float(os.environ.get("SPACRQ_WORKER_STARTUP_TIMEOUT", 120))
 _unpack = struct.Struct(SLOT_FORMAT).unpack_from
@@ -214,7 +213,7 @@ class LocalPool:
             if handle.popen.poll() is None:
                 handle.popen.kill()
             try:
-                handle.popen.wait(timeout=GRACE)
+                handle.popen.wait(timeout=grace_seconds())
             except subprocess.TimeoutExpired:
                 pass
             handle.gone = True
@@ -319,13 +318,13 @@ class LocalPool:
         code = handle.popen.poll()
         if code is None and handle.stopping and handle.exit_kind is None and not handle.inflight:
             try:  # it said goodbye and is on its way out: give it the grace period
-                code = handle.popen.wait(timeout=GRACE)
+                code = handle.popen.wait(timeout=grace_seconds())
             except subprocess.TimeoutExpired:
                 code = None
         if code is None:
             handle.popen.kill()
             try:
-                code = handle.popen.wait(timeout=GRACE)
+                code = handle.popen.wait(timeout=grace_seconds())
             except subprocess.TimeoutExpired:
                 code = None
         life = handle.life
@@ -424,7 +423,7 @@ class LocalPool:
         for handle in self.workers:
             if not handle.gone and not handle.stopping:
                 self.stop(handle)
-        deadline = time.monotonic() + GRACE
+        deadline = time.monotonic() + grace_seconds()
         for handle in self.workers:
             if handle.gone:
                 continue

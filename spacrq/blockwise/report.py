@@ -10,7 +10,7 @@ is the report the run produced::
     t.workers.idle                        # Stat pooled over every worker's per-block gaps
     print(t.render())                     # this task's section of the panel
     t.worker(1)                           # WorkerRecord
-    t.block((1, 2)) ; t.block(17)         # BlockRecord, read from the tracking store
+    block(t.require_store(), (1, 2))      # BlockRecord, read from the tracking store
 
 The engine measures and calls the builders here (:meth:`Stat.of`,
 :func:`summarize_blocks`, :func:`summarize_workers`, :func:`append_run`);
@@ -32,8 +32,8 @@ their text panel), :mod:`~spacrq.blockwise.report_runs` (``runs.jsonl``),
 from __future__ import annotations
 
 from spacrq.blockwise.report_format import format_bytes, format_seconds
-from spacrq.blockwise.report_model import (BlockRecord, BlockStats, ReportError, RunReport,
-                                           TaskReport, render_history)
+from spacrq.blockwise.report_model import (BlockOutside, BlockRecord, BlockStats, ReportError,
+                                           RunReport, TaskReport, render_history)
 from spacrq.blockwise.report_runs import (RUNS_FILE, RunsTail, append_run, is_tracking_store,
                                           read_last_run, read_runs, runs_file)
 from spacrq.blockwise.report_stats import (EXIT_KINDS, BlockSummary, Stat, WorkerRecord,
@@ -45,6 +45,7 @@ __all__ = [
     "RUNS_FILE",
     "EXIT_KINDS",
     "ReportError",
+    "BlockOutside",
     "Stat",
     "BlockSummary",
     "WorkerRecord",

@@ -6,7 +6,10 @@ log folders — by default the workspace's ``runs/`` folder.  The morning
 question is "what ran overnight", so a folder shows every task in it at once.
 
 Bad input — a missing path, a file that holds no report, an unknown task or
-block — is one sentence naming the fix, exit 2.  A torn last line in
+block — is one sentence naming the fix, exit 2.  The command says so itself
+(:class:`ReportUsage`, caught by :func:`run_report`) rather than through the
+top-level command's error type, so this module and ``spacrq.cli`` (which
+lists the report in ``spacrq demo``) do not import each other.  A torn last line in
 ``runs.jsonl`` (a run cut off while writing its report) is not bad input:
 the runs before it are shown.
 """
@@ -18,18 +21,31 @@ import os
 import sys
 from pathlib import Path
 
+from spacrq.blockwise.live import task_line
 from spacrq.blockwise.report import (
     RUNS_FILE,
     ReportError,
     RunReport,
     RunsTail,
     TaskReport,
+    block,
     read_runs,
     render_history,
     report_from_store,
     runs_file,
 )
 from spacrq.blockwise.report_runs import read_store_attributes
+from spacrq.blockwise.run_state import run_state
+from spacrq.runfiles import PROGRESS_FILE, read_progress
+from spacrq.terminal import FOLLOW_STOPPED, Frame, follow, plain
+from spacrq.workspace import default_path
+
+#: the exit code of bad input, as every spacrq command answers it
+EXIT_USAGE = 2
+
+
+class ReportUsage(ReportError):
+    """Bad input to ``spacrq report``: one sentence naming the fix, exit 2."""
 
 
 def register(subparsers) -> None:
@@ -59,12 +75,10 @@ def register(subparsers) -> None:
 
 
 def _fail(message: str):
-    from spacrq.cli import CliError  # the top-level command turns this into exit 2
-    raise CliError(message)
+    raise ReportUsage(message)
 
 
 def _default_path(workspace: str | None) -> Path:
-    from spacrq.workspace import default_path
     root = Path(workspace).expanduser() if workspace else default_path()
     runs = root / "runs"
     if not runs.is_dir():
@@ -159,6 +173,15 @@ def _parse_block(text: str):
 
 
 def run_report(args: argparse.Namespace) -> int:
+    """``spacrq report``: the answer on stdout, or one sentence on stderr and exit 2."""
+    try:
+        return _run_report(args)
+    except ReportError as exc:
+        print(f"spacrq: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run_report(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser() if args.path else _default_path(args.workspace)
     if not path.exists():
         _fail(f"{path} does not exist; pass a runs.jsonl, a tracking store or a folder of them")
@@ -197,10 +220,6 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _follow(args: argparse.Namespace, path: Path) -> int:
     """Show a live store's progress until its scheduler is gone, then its report."""
-    from spacrq.blockwise.live import task_line
-    from spacrq.blockwise.run_state import run_state
-    from spacrq.runfiles import PROGRESS_FILE, read_progress
-    from spacrq.terminal import FOLLOW_STOPPED, Frame, follow
     attrs, problem = read_store_attributes(path)
     if attrs is None:
         _fail(f"--follow needs the tracking store of a run, and {path} is not one"
@@ -239,7 +258,7 @@ def _json(kind: str, **document) -> str:
 
 def _report_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Path) -> str:
     run = RunReport(tasks)
-    if args.json:  # "tasks" holds the seed's {task_id: report} shape
+    if args.json:  # "tasks" holds the {task_id: report} shape RunReport.to_dict writes
         return _json("report", path=str(path), tasks=run.to_dict())
     if not tasks:
         return f"No blockwise runs in {path} yet."
@@ -260,17 +279,13 @@ def _block_text(args: argparse.Namespace, tasks: dict[str, TaskReport], path: Pa
         _fail(f"--block needs one task but {path} holds {len(tasks)} ({known}); add --task ID")
     report = next(iter(tasks.values()))
     which = _parse_block(args.block)
-    try:
-        record = report.block(which)
-    except ReportError as exc:
-        _fail(str(exc))
+    record = block(report.require_store(), which)
     return (_json("report-block", path=str(path), block=record.to_dict()) if args.json
             else record.describe())
 
 
 def _emit(text: str) -> int:
     """Print the answer; a reader that stops early (``| head``) is not an error."""
-    from spacrq.terminal import plain
     try:
         print(plain(text))  # names read from run files never drive the terminal
         sys.stdout.flush()

@@ -9,12 +9,25 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
-__all__ = ["format_seconds", "format_bytes", "format_time", "format_value", "unit_scale",
+from spacrq.fmt import duration
+
+__all__ = ["as_number", "format_seconds", "format_bytes", "format_time", "format_value", "unit_scale",
            "text_table"]
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def as_number(v: Any) -> float | None:
+    """A figure read from JSON as a float; None when it is missing, not a number, NaN or a bool."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if math.isnan(f) else f
 
 
 def _fits(magnitude: float, unit: str) -> bool:
@@ -23,19 +36,17 @@ def _fits(magnitude: float, unit: str) -> bool:
 
 
 def format_seconds(x: float | None) -> str:
-    """A duration in the unit that keeps it readable: µs … h; ``—`` when unmeasured."""
+    """A duration in the unit that keeps it readable: µs, ms and s below a minute (a block's
+    figures), the one duration style of spacrq (:func:`spacrq.fmt.duration`) above; ``—``
+    when unmeasured."""
     if x is None or not math.isfinite(x):
         return "—"
     sign = "-" if x < 0 else ""
     a = abs(x)
     if a < 1e-9:  # below any clock's resolution: rounding noise, not a duration
         return "0 s"
-    if a >= 3600.0:
-        hours, rest = divmod(a, 3600.0)
-        return f"{sign}{int(hours)} h {int(rest // 60):02d} min"
     if a >= 60.0:
-        minutes, rest = divmod(a, 60.0)
-        return f"{sign}{int(minutes)} min {rest:04.1f} s"
+        return sign + duration(a)
     if a >= 0.995:
         return f"{sign}{a:.2f} s"
     if a >= 0.99995e-3:

@@ -1,12 +1,12 @@
-"""The seed's report objects: one task's run (:class:`TaskReport`), a whole run
+"""The report objects: one task's run (:class:`TaskReport`), a whole run
 (:class:`RunReport`) and one block's record (:class:`BlockRecord`), with the
 text panel they render.
 
 A report read back from ``runs.jsonl`` next morning is the object the run
-returned; drill-down to single blocks reads the task's tracking store
-(:mod:`spacrq.blockwise.report_store`) in whichever process asks.  A run with
-nothing measured renders no panel at all: a table of zeros is worse than no
-table.
+returned.  These objects read no file: drill-down to single blocks is a
+function of the store module (:func:`spacrq.blockwise.report_store.block`),
+given the report's ``store``.  A run with nothing measured renders no panel
+at all: a table of zeros is worse than no table.
 """
 from __future__ import annotations
 
@@ -19,11 +19,15 @@ from spacrq.blockwise.report_format import format_bytes, format_seconds, format_
 from spacrq.blockwise.report_stats import BlockSummary, Stat, WorkerRecord, WorkerSummary
 
 __all__ = ["ReportError", "BlockStats", "BlockRecord", "TaskReport", "RunReport",
-           "render_history", "queue_note"]
+           "render_history", "queue_note", "BlockOutside"]
 
 
 class ReportError(ValueError):
     """A report could not be read; the message is one sentence naming the fix."""
+
+
+class BlockOutside(ReportError):
+    """The block asked for is not in the task's grid (the operator's input, not the store, is wrong)."""
 
 
 # -- one block from the tracking store ------------------------------------------
@@ -117,10 +121,10 @@ class TaskReport:
 
     ``store`` is the task's tracking store when the report knows it (a report
     built by a run with a store, read from a store's ``runs.jsonl``, or built
-    by :func:`report_from_store`); :meth:`block` and :meth:`block_records`
-    read it directly, so they work next morning in any process.
+    by :func:`report_from_store`); the store module's ``block`` and
+    ``block_records`` look blocks up in it, next morning, in any process.
 
-    ``outcome`` is what the engine adds to the line beside the seed's fields
+    ``outcome`` is what the engine adds to the line beside the report's own fields
     (``{"state": "finished" | "failed" | "interrupted", "done", "failed",
     "orphaned", …}``); kept as read and written back, and a run that did not
     finish says so in the headline.
@@ -184,22 +188,12 @@ class TaskReport:
             ids = ", ".join(str(i) for i in sorted(self.workers.by_id)) or "none"
             raise KeyError(f"task {self.task_id!r} has no worker {worker_id}; its workers are: {ids}") from None
 
-    def _require_store(self) -> Path:
+    def require_store(self) -> Path:
+        """The tracking store its blocks are looked up in, or a one-sentence ReportError."""
         if self.store is None:
             raise ReportError(f"task {self.task_id!r} has no tracking store to look blocks up in; "
                               "run it with a tracking store (tracking_path) to get per-block records")
         return self.store
-
-    # the store's readers build reports, so they are imported when a block is asked for
-    def block(self, which: int | Sequence[int]) -> BlockRecord:
-        """One block's record from the tracking store, by grid coordinate or spatial id."""
-        from spacrq.blockwise.report_store import block
-        return block(self._require_store(), which)
-
-    def block_records(self, worker: int | None = None) -> list[BlockRecord]:
-        """Every block the store has recorded (done or failed), by spatial id; optionally one worker's."""
-        from spacrq.blockwise.report_store import block_records
-        return block_records(self._require_store(), worker=worker)
 
     # -- the panel ----------------------------------------------------------
 

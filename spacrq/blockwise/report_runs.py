@@ -1,6 +1,6 @@
 """``runs.jsonl``: one report line per run, appended by the engine and read back by anyone.
 
-The line is :meth:`TaskReport.to_dict` (the seed's shape), fsync'd in one
+The line is :meth:`TaskReport.to_dict`, fsync'd in one
 write, so a crash leaves at most a torn last line; the readers skip such a
 line and still find every whole report, also one glued after it by a later
 run.  :class:`RunsTail` reads only what was appended since its last look,
@@ -73,7 +73,7 @@ def _number(value: Any) -> bool:
 
 
 def line_problem(doc: Any) -> str | None:
-    """Why a parsed line is not a run report (the seed's shape), or None when it is one.
+    """Why a parsed line is not a run report (the shape :meth:`TaskReport.to_dict` writes), or None when it is one.
 
     Valid JSON is not enough: ``{"task_id": "x"}`` or an object from some other
     file would otherwise read as a run of 0 blocks, and be shown as last night's.

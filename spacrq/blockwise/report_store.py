@@ -1,12 +1,15 @@
 """Reading a task's tracking store: the latest run's report rebuilt from its arrays, and
 single blocks for drill-down.
 
-The store (CONVENTIONS, "Blockwise") holds one entry per block in arrays
-shaped like the block grid; a block's spatial id is its C-order index.
+The store holds one entry per block in arrays shaped like the block grid; a
+block's spatial id is its C-order index.
 Whole arrays are read with the engine's own zarr v3 reader, side by side,
 and everything after that is vectorised, so a report of a million-block
 task takes well under a second.  Every failure is a :class:`ReportError`
 whose one sentence names the fix.
+
+Every read of a store's blocks is a function here, never a method of a
+report object: the report objects stay plain data any process can hold.
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from spacrq.blockwise.report_model import BlockRecord, BlockStats, ReportError, TaskReport
+from spacrq.blockwise import zarrlite
+from spacrq.blockwise.report_model import (BlockOutside, BlockRecord, BlockStats, ReportError,
+                                           TaskReport)
 from spacrq.blockwise.report_runs import RunsTail, read_store_attributes, runs_file
 from spacrq.blockwise.run_state import durable_outcome, run_state
 from spacrq.blockwise.report_stats import (BlockSummary, Stat, WorkerRecord, WorkerSummary,
@@ -26,7 +31,7 @@ from spacrq.blockwise.report_stats import (BlockSummary, Stat, WorkerRecord, Wor
 from spacrq.runfiles import PROGRESS_FILE, read_json_checked
 
 __all__ = ["report_from_store", "block", "block_columns", "block_records", "read_store_arrays",
-           "grid_shape"]
+           "grid_shape", "store_attrs", "durable_counts", "worker_block_columns"]
 
 _FLOATS = ("wall_seconds", "cpu_seconds", "sent_at", "returned_at")
 _AMOUNTS = ("peak_rss_bytes", "io_read_bytes", "io_write_bytes")
@@ -56,8 +61,6 @@ def _read_one(path: Path, name: str) -> np.ndarray | None:
     Read with the engine's own zarr v3 reader (no zarr import for the stores
     the engine writes; it hands any other codec to the zarr library).
     """
-    from spacrq.blockwise import zarrlite
-
     if not (path / name / "zarr.json").is_file():
         return None
     try:
@@ -99,7 +102,6 @@ def grid_shape(path: Path, attrs: dict) -> tuple[int, ...]:
         raise ReportError(f"the tracking store {path} gives the block grid {str(shape)[:60]}, "
                           "which is not one whole number per axis; delete the store to start "
                           "the task afresh")
-    from spacrq.blockwise import zarrlite
     try:
         return tuple(zarrlite.array_meta(path / "done")["shape"])
     except zarrlite.ZarrFormatError as exc:
@@ -272,16 +274,16 @@ def _coord_of(which: Any, grid: tuple[int, ...], path: Path) -> tuple[int, ...]:
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         sid = int(which)
         if not 0 <= sid < total:
-            raise ReportError(f"block {sid} is outside the task's {total:,} blocks in {path}; "
+            raise BlockOutside(f"block {sid} is outside the task's {total:,} blocks in {path}; "
                               f"spatial ids run from 0 to {total - 1}")
         return tuple(int(c) for c in np.unravel_index(sid, grid))
     try:
         coord = tuple(int(c) for c in which)
     except (TypeError, ValueError):
-        raise ReportError(f"block {which!r} is neither a grid coordinate nor a spatial id; "
+        raise BlockOutside(f"block {which!r} is neither a grid coordinate nor a spatial id; "
                           "give e.g. (1, 2) or 17") from None
     if len(coord) != len(grid) or any(not 0 <= c < s for c, s in zip(coord, grid)):
-        raise ReportError(f"block {coord} is outside the block grid {grid} of {path}; "
+        raise BlockOutside(f"block {coord} is outside the block grid {grid} of {path}; "
                           f"give {len(grid)} coordinates each below the grid size")
     return coord
 
@@ -391,3 +393,59 @@ def block_records(store_dir: str | Path, worker: int | None = None) -> list[Bloc
     rows = zip(*(cols[k].tolist() for k in names)) if names else iter(())
     return [_record(task_id, sid, coord, dict(zip(names, row)))
             for sid, coord, row in zip(sids, coords, rows)]
+
+
+def store_attrs(store_dir: str | Path) -> dict:
+    """The store group's attributes as the engine's reader sees them, or a one-sentence ReportError."""
+    try:
+        return zarrlite.read_group_attrs(Path(store_dir))
+    except zarrlite.ZarrFormatError as exc:
+        raise ReportError(f"the tracking store {store_dir} could not be opened ({exc}); "
+                          "delete it to start the task afresh") from None
+
+
+def durable_counts(store_dir: str | Path, started_at: float | None = None) -> dict:
+    """:func:`~spacrq.blockwise.run_state.durable_outcome` of the store at ``store_dir``, read from disk.
+
+    :raises ReportError: the store's arrays cannot be read (one sentence naming the fix).
+    """
+    path = Path(store_dir)
+    names = ("done", "failures") + (("returned_at",) if started_at is not None else ())
+    a = read_store_arrays(path, names)
+    if a["done"] is None:
+        raise ReportError(f"the tracking store {path} has no 'done' array; "
+                          "delete it to start the task afresh")
+    return durable_outcome(a["done"], a["failures"], a.get("returned_at"), started_at)
+
+
+#: the figures of a worker's block list, in the order its rows show them
+WORKER_BLOCK_ARRAYS = ("wall_seconds", "cpu_seconds", "peak_rss_bytes", "returned_at", "failures")
+
+
+def worker_block_columns(store_dir: str | Path, worker_id: int, limit: int) -> dict | None:
+    """The blocks one worker ran, in completion order (its last ``limit``), as columns.
+
+    ``{"ids", "coords" (n × axes), "total", <figure>: array …}`` with the
+    store's fills kept; None when the store does not record which worker ran
+    each block.  One batch of whole-array reads and numpy selection, so a
+    worker with half a million blocks costs one read, not half a million
+    records.
+    """
+    path = Path(store_dir)
+    attrs = store_attrs(path)
+    a = read_store_arrays(path, ("worker_id", *WORKER_BLOCK_ARRAYS))
+    wid = a["worker_id"]
+    if wid is None:
+        return None
+    shape = grid_shape(path, attrs)
+    ids = np.flatnonzero(wid == int(worker_id))
+    cols = {name: a[name][ids] for name in WORKER_BLOCK_ARRAYS if a[name] is not None}
+    if "returned_at" in cols:
+        order = np.argsort(cols["returned_at"], kind="stable")
+        ids, cols = ids[order], {k: v[order] for k, v in cols.items()}
+    total = int(ids.size)
+    if total > limit:
+        ids, cols = ids[-limit:], {k: v[-limit:] for k, v in cols.items()}
+    coords = (np.stack(np.unravel_index(ids, shape), axis=1) if total
+              else np.empty((0, len(shape)), np.int64))
+    return {"ids": ids, "coords": coords, "total": total, **cols}

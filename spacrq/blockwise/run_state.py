@@ -14,7 +14,8 @@ old one), and a block whose mark never reached the disk will be redone, so
 it must not be reported done.
 
 ``spacrq report`` and the Run Report pane both ask :func:`run_state` and
-:func:`durable_counts`; neither decides on its own.
+:func:`durable_outcome` (read from disk by
+:func:`spacrq.blockwise.report_store.durable_counts`); neither decides on its own.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import math
 import os
 import socket
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -31,7 +31,7 @@ import numpy as np
 from spacrq.procs import ProcessRef
 
 __all__ = ["STALE_AFTER", "scheduler_ref", "scheduler_record", "scheduler_running", "run_state",
-           "durable_outcome", "durable_counts"]
+           "durable_outcome"]
 
 #: a snapshot written on another machine cannot have its process checked from here; it counts
 #: as running while it is fresher than this (the scheduler replaces it four times a second)
@@ -129,19 +129,3 @@ def durable_outcome(done: np.ndarray, failures: np.ndarray | None,
         skipped = int(np.count_nonzero(done & ~in_run))
     return {"total": int(done.size), "done": int(done.sum()), "skipped": skipped, "failed": failed}
 
-
-def durable_counts(store_dir: str | os.PathLike, started_at: float | None = None) -> dict:
-    """:func:`durable_outcome` of the store at ``store_dir``, read from disk.
-
-    :raises ReportError: the store's arrays cannot be read (one sentence naming the fix).
-    """
-    from spacrq.blockwise.report_model import ReportError
-    from spacrq.blockwise.report_store import read_store_arrays
-
-    path = Path(store_dir)
-    names = ("done", "failures") + (("returned_at",) if started_at is not None else ())
-    a = read_store_arrays(path, names)
-    if a["done"] is None:
-        raise ReportError(f"the tracking store {path} has no 'done' array; "
-                          "delete it to start the task afresh")
-    return durable_outcome(a["done"], a["failures"], a.get("returned_at"), started_at)

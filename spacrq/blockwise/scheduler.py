@@ -139,9 +139,6 @@ class Schedule:
             task.running += len(out)
         return out
 
-    def has_ready(self, task: TaskSchedule) -> bool:
-        return bool(task.ready)
-
     # -- results -------------------------------------------------------------------
     def _release(self, task: TaskSchedule, spatial_id: int) -> None:
         for dep_task, dep in task.dependents(spatial_id):

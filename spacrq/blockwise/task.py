@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from spacrq.blockwise.grid import BlockGrid
+from spacrq.blockwise.report import read_last_run
 
 __all__ = ["Task", "SAFE_ID"]
 
@@ -74,7 +75,7 @@ class Task:
         self._last_report = None
         self._log_dir: Path | None = None
 
-    # -- geometry, daisy's names -----------------------------------------------
+    # -- geometry, under the names daisy scripts use -----------------------------------------------
     @property
     def total_roi(self):
         return self.grid.total_roi
@@ -87,10 +88,6 @@ class Task:
     def write_roi(self):
         return self.grid.write_roi
 
-    @property
-    def block_grid_shape(self) -> tuple[int, ...]:
-        return self.grid.shape
-
     # -- where the records live ---------------------------------------------------
     def runs_path(self) -> Path | None:
         """``runs.jsonl``: in the tracking store, else beside the worker logs of the last run."""
@@ -102,7 +99,6 @@ class Task:
 
     def report(self):
         """The last run's :class:`~spacrq.blockwise.report.TaskReport` (None before any run)."""
-        from spacrq.blockwise.report import read_last_run
         path = self.runs_path()
         if path is not None and path.is_file():
             found = read_last_run(path)

@@ -1,8 +1,8 @@
 """The tracking store: which blocks of a task are done, and what each cost.
 
 One zarr v3 group per task, written by :mod:`spacrq.blockwise.zarrlite` (``<workspace>/runs/<task_id>/`` or
-``Task.tracking_path``), arrays shaped like the block grid (see
-docs/CONVENTIONS.md).  It is the durable truth of a run: a rerun skips what it
+``Task.tracking_path``), one array per figure shaped like the block grid, a
+block's entry at its C-order spatial id.  It is the durable truth of a run: a rerun skips what it
 marks done, the Run Report drills into it, and executors are disposable
 because nothing they hold matters once a result is recorded here.
 

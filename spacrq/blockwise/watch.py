@@ -1,93 +1,115 @@
-"""Watching blockwise runs for the Run Report pane: the poller's body, no Qt.
+"""The Run Report pane's watch: the poller body and the operator's actions, no Qt.
 
-The pane shows every tracking store in the workspace, the report of each run
-(one line of ``runs.jsonl``), and while a task runs, live charts fed by its
-``progress.json``.  Everything that touches a file happens here, on the
-poller's thread; the window only turns the plain snapshot this returns into
-tables and curves.
+The pane shows every tracking store in the workspace (and any opened by
+path), the report of each run (one line of ``runs.jsonl``), and while a
+task runs, live charts fed by its ``progress.json``.  Everything that
+touches a file happens here, on the poller's thread; the window only draws
+the frozen :class:`ReportSnapshot` this returns.
 
-Two rules keep a 10-hour run as cheap to watch as a one-minute one:
+The operator's actions come in through :meth:`ReportWatcher.submit` and
+each is answered with an :class:`~spacrq.watching.Outcome`:
 
-* Files are read incrementally.  ``runs.jsonl`` through a
-  :class:`~spacrq.blockwise.report.RunsTail` (a JsonlTail: only new bytes), ``progress.json``
-  only when its ``written_at`` moved, and only the completions whose ``seq``
-  is new (:mod:`~spacrq.blockwise.watch_live`).
-* Series are bounded (:mod:`~spacrq.blockwise.watch_series`): a chart never
-  holds more than a few thousand points however many blocks completed.
+``open`` (``path``)
+    watch a store or ``runs.jsonl`` outside the workspace; ``MISSING`` when
+    the path is not there, ``INVALID`` when it is neither.
+``select`` (``key``, ``run_index``)
+    show one task (and one of its past runs, or what matters now when None);
+    ``MISSING`` when no such store is watched.
+``worker`` (``worker_id``) / ``block`` (``block_id``)
+    drill down to the blocks one worker ran and to one block's record in
+    the tracking store; ``MISSING`` when the run has no store, ``INVALID``
+    for a block outside the grid, ``FAILED`` when the store cannot be read.
 
-This module finds the stores and answers the poller (:class:`ReportWatcher`);
-each store is kept by a :class:`~spacrq.blockwise.watch_source.RunSource`,
-table rows and notes are made in :mod:`~spacrq.blockwise.watch_tables`, and
-a store's arrays are read in :mod:`~spacrq.blockwise.watch_store`.  The
-names the pane and its tests use are importable from here.
+Two rules keep a 10-hour run as cheap to watch as a one-minute one: files
+are read incrementally (only the new bytes of ``runs.jsonl``, ``progress.json``
+only when its stamp moved, only completions whose ``seq`` is new), and
+chart series are bounded.  A poll checks :meth:`interrupted` between stores
+and between the steps of a chart, so closing the window never waits for a
+million-block store to be read.
+
+The other parts of the poller body: :mod:`~spacrq.blockwise.watch_source`
+(one store), :mod:`~spacrq.blockwise.watch_live` and
+:mod:`~spacrq.blockwise.watch_series` (live charts), and
+:mod:`~spacrq.blockwise.watch_charts` (a finished run's charts).
 """
 from __future__ import annotations
 
 import math
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spacrq.blockwise.report import RUNS_FILE
-from spacrq.blockwise.watch_live import TIME_BUCKETS, LiveRun
-from spacrq.blockwise.watch_series import CHART_BUCKETS, PeakSeries, Trend
-from spacrq.blockwise.watch_source import (STALE_AFTER, STORE_MARKER, RunSource, looks_like_store,
+from spacrq.blockwise import pane
+from spacrq.blockwise.report import RUNS_FILE, BlockOutside, ReportError
+from spacrq.blockwise.report_store import block, worker_block_columns
+from spacrq.blockwise.watch_series import CHART_BUCKETS
+from spacrq.blockwise.watch_source import (RunDetail, RunSource, SourceMissing, looks_like_store,
                                            resolve_source)
-from spacrq.blockwise.watch_store import (MAX_WORKER_BLOCKS, block_detail, store_counts,
-                                          worker_blocks)
-from spacrq.blockwise.watch_tables import (BLOCK_COLUMNS, BLOCK_MEASURES, LIVE_WORKER_COLUMNS,
-                                           NOT_MEASURED, WORKER_BLOCK_COLUMNS, WORKER_COLUMNS,
-                                           block_table, format_when, live_worker_table,
-                                           render_report, worker_table)
-from spacrq.runfiles import RunFileError
+from spacrq.runfiles import RunFileError, file_stamp
+from spacrq.watching import Code, Outcome, Row, WatchBase
 
-__all__ = [
-    "ReportWatcher", "RunSource", "resolve_source", "LiveRun", "PeakSeries", "Trend",
-    "block_table", "worker_table", "live_worker_table", "render_report", "format_when",
-    "store_counts", "block_detail", "worker_blocks",
-    "BLOCK_MEASURES", "BLOCK_COLUMNS", "WORKER_COLUMNS", "LIVE_WORKER_COLUMNS",
-    "WORKER_BLOCK_COLUMNS", "NOT_MEASURED", "MAX_WORKER_BLOCKS", "CHART_BUCKETS",
-    "TIME_BUCKETS", "STALE_AFTER", "STORE_MARKER", "RUNS_FILE",
-]
+__all__ = ["ReportWatcher", "ReportSnapshot", "MAX_WORKER_BLOCKS"]
+
+#: at most this many blocks are listed when drilling into one worker
+MAX_WORKER_BLOCKS = 5000
 
 
-class ReportWatcher:
+@dataclass(frozen=True)
+class ReportSnapshot:
+    """One look at the disk, for the GUI thread.
+
+    ``runs`` are the rows of the runs list (running first, then newest;
+    each row's value a :class:`~spacrq.blockwise.pane.StoreLine`);
+    ``selected``/``run_index`` the run ``detail`` is of (None: none, or it
+    is gone); ``drill`` the drill-down tab; ``controls`` what can be done.
+    """
+
+    runs: tuple[Row, ...]
+    selected: str | None
+    run_index: int | None
+    detail: RunDetail | None
+    drill: pane.Drill
+    controls: pane.Controls
+    outcomes: tuple[Outcome, ...] = ()
+
+
+class ReportWatcher(WatchBase):
     """Everything the Run Report pane shows, read from disk on the poller's thread.
 
-    ``poll(request)`` is the Poller's function.  The request says what the
-    operator is looking at::
-
-        {"opened": [paths opened with "Open…"], "selected": source key,
-         "run_index": int | None, "worker": int | None, "block": int | None}
-
-    It returns a plain snapshot (see :meth:`poll`), or None when nothing
-    changed since the last one, so an idle night costs the GUI nothing.
+    ``poll(view)`` needs nothing in ``view``: what the operator looks at is
+    chosen through actions (see the module docstring).  It returns a
+    :class:`ReportSnapshot`, or None when nothing changed since the last
+    one, so an idle night costs the GUI nothing.
     """
 
     def __init__(self, runs_dir: str | os.PathLike | None, *, discover_every: float = 10.0,
                  drill_every: float = 2.0, capacity: int = CHART_BUCKETS) -> None:
+        super().__init__()
         self.runs_dir = Path(runs_dir) if runs_dir else None
         self.discover_every = discover_every
         self.drill_every = drill_every
         self.capacity = capacity
         self.sources: dict[str, RunSource] = {}
         self._discovered_at = -math.inf
-        self._runs_dir_stamp: int | None = None
+        self._runs_dir_stamp: tuple | None = None
         self._unrecognised: list[Path] = []
-        self._opened: tuple = ()
-        self._open_problems: list[str] = []
+        self.selected: str | None = None
+        self.run_index: int | None = None
+        self.worker: int | None = None
+        self.block: int | None = None
         self._drill_key: tuple | None = None
         self._drill_at = -math.inf
-        self._drill: dict = {}
+        self._drill = pane.Drill()
+        self._drill_problem: tuple[Code, str] | None = None
         self._last_key: tuple | None = None
 
+    # -- finding stores -------------------------------------------------------------
     def _runs_dir_changed(self) -> bool:
         """True when a folder was added to or removed from the runs folder since the last look."""
-        try:
-            stamp = os.stat(self.runs_dir).st_mtime_ns if self.runs_dir is not None else None
-        except OSError:
-            stamp = None
+        stamp = file_stamp(self.runs_dir) if self.runs_dir is not None else None
         changed = stamp != self._runs_dir_stamp
         self._runs_dir_stamp = stamp
         return changed
@@ -107,6 +129,8 @@ class ReportWatcher:
             except OSError:
                 entries = []
             for entry in entries:
+                if self.interrupted():
+                    return
                 if not entry.is_dir() or entry.name.startswith("."):
                     continue
                 d = Path(entry.path)
@@ -133,79 +157,136 @@ class ReportWatcher:
                 still.append(d)
         self._unrecognised = still[:100]
 
-    def _open(self, paths: tuple) -> None:
-        self._open_problems = []
-        wanted = set()
-        for path in paths:
-            try:
-                store, runs_file = resolve_source(path)
-            except RunFileError as exc:
-                self._open_problems.append(str(exc))
-                continue
-            src = RunSource(store, runs_file, opened=True, capacity=self.capacity)
-            wanted.add(src.key)
-            if src.key in self.sources:
-                self.sources[src.key].opened = True
+    # -- actions ------------------------------------------------------------------------
+    def _open(self, token: int, path: Any) -> Outcome:
+        try:
+            store, runs_file = resolve_source(str(path))
+        except SourceMissing as exc:
+            return Outcome(token, "open", Code.MISSING, str(exc))
+        except RunFileError as exc:
+            return Outcome(token, "open", Code.INVALID, str(exc))
+        src = RunSource(store, runs_file, opened=True, capacity=self.capacity)
+        if src.key in self.sources:
+            self.sources[src.key].opened = True
+        else:
+            self.sources[src.key] = src
+        return Outcome(token, "open", Code.DONE, f"watching {src.key}", {"key": src.key})
+
+    def _select(self, token: int, key: Any, run_index: Any) -> Outcome:
+        self.selected = None if key is None else str(key)
+        self.run_index = None if run_index is None else int(run_index)
+        self.worker = self.block = None
+        if self.selected is not None and self.selected not in self.sources:
+            return Outcome(token, "select", Code.MISSING,
+                           f"{self.selected} is no longer there: its folder was removed or moved")
+        return Outcome(token, "select", Code.DONE)
+
+    def _carry_out(self) -> list[Outcome]:
+        """The actions submitted since the last poll; drill-downs are answered once read."""
+        outcomes: list[Outcome] = []
+        for token, action, args in self.take_submissions():
+            if action == "open":
+                outcomes.append(self._open(token, args.get("path")))
+            elif action == "select":
+                outcomes.append(self._select(token, args.get("key"), args.get("run_index")))
+            elif action in ("worker", "block"):
+                which = _whole(args.get(f"{action}_id"))
+                if which is None:
+                    outcomes.append(Outcome(token, action, Code.INVALID,
+                                            f"a {action} is chosen by its number, not {args.get(f'{action}_id')!r}"))
+                    continue
+                if action == "worker":
+                    self.worker, self.block = which, None
+                else:
+                    self.block = which
+                self._drill_key = None
+                outcomes.append(Outcome(token, action, Code.DONE))
             else:
-                self.sources[src.key] = src
-        for key, src in list(self.sources.items()):
-            if src.opened and key not in wanted:
-                del self.sources[key]
+                outcomes.append(Outcome(token, action, Code.INVALID,
+                                        f"the Run Report has no action {action!r}"))
+        return outcomes
 
-    def poll(self, request: dict | None = None) -> dict | None:
-        """One look at the disk.
-
-        :returns: ``{"runs": [row per store, newest first], "problems": [...],
-            "detail": the selected run's tables, text and charts or None,
-            "drill": {"worker_blocks": ..., "block_record": ...}}``, or None
-            when nothing changed.
-        """
-        request = request or {}
+    # -- the poll -------------------------------------------------------------------------
+    def _poll(self, view: Mapping[str, Any]) -> ReportSnapshot | None:
         now = time.monotonic()
-        opened = tuple(str(p) for p in request.get("opened") or ())
-        if opened != self._opened:
-            self._opened = opened
-            self._open(opened)
         if self._runs_dir_changed() or now - self._discovered_at >= self.discover_every:
             self._discovered_at = now
             self.discover()
         elif self._unrecognised:
             self._recheck_unrecognised()
-        for src in self.sources.values():
+        outcomes = self._carry_out()
+        for src in list(self.sources.values()):
+            if self.interrupted():
+                return None
             src.refresh()
-        selected = self.sources.get(request.get("selected") or "")
-        drill_changed = self._update_drill(selected, request, now)
-        key = (tuple((k, s.version) for k, s in self.sources.items()), tuple(self._open_problems),
-               request.get("selected"), request.get("run_index"), self._drill_key)
-        if key == self._last_key and not drill_changed:
+        selected = self.sources.get(self.selected or "")
+        drill_changed = self._update_drill(selected, now)
+        outcomes = [self._drill_outcome(o) for o in outcomes]
+        key = (tuple((k, s.version) for k, s in self.sources.items()), self.selected,
+               self.run_index, self._drill_key)
+        if key == self._last_key and not drill_changed and not outcomes:
+            return None
+        detail = selected.detail(self.run_index, self.interrupted) if selected else None
+        if self.interrupted():
             return None
         self._last_key = key
-        rows = sorted((s.row() for s in self.sources.values()),
-                      key=lambda r: (r["state"] != "running", -(r["started_at"] or 0.0)))
-        return {"runs": rows, "problems": list(self._open_problems),
-                "selected": request.get("selected"), "run_index": request.get("run_index"),
-                "detail": selected.detail(request.get("run_index")) if selected else None,
-                "drill": dict(self._drill), "drill_for": (request.get("worker"), request.get("block"))}
+        runs = pane.runs_table([s.row() for s in self.sources.values()]).rows
+        return ReportSnapshot(
+            runs=runs, selected=self.selected, run_index=self.run_index, detail=detail,
+            drill=self._drill, outcomes=tuple(outcomes),
+            controls=pane.controls(None if detail is None else detail.has_store,
+                                   bool(detail and detail.workers.rows),
+                                   bool(self._drill.blocks and self._drill.blocks.rows)))
 
-    def _update_drill(self, src: RunSource | None, request: dict, now: float) -> bool:
+    def _drill_outcome(self, outcome: Outcome) -> Outcome:
+        """A drill-down's answer says whether the store gave what was asked."""
+        if outcome.action not in ("worker", "block") or self._drill_problem is None:
+            return outcome
+        code, message = self._drill_problem
+        return Outcome(outcome.token, outcome.action, code, message)
+
+    def _update_drill(self, src: RunSource | None, now: float) -> bool:
         """Re-read the drill-down when asked for something else, or every few seconds while it runs."""
-        worker, block = request.get("worker"), request.get("block")
-        key = (src.key if src else None, worker, block)
+        key = (src.key if src else None, self.worker, self.block)
         due = src is not None and src.state() == "running" and now - self._drill_at >= self.drill_every
         if key == self._drill_key and not due:
             return False
         self._drill_key, self._drill_at = key, now
-        drill: dict[str, Any] = {}
-        if src is not None and src.store_dir is not None and (src.store_dir / STORE_MARKER).exists():
+        self._drill_problem = None
+        worker, which = self.worker, self.block
+        listing = None
+        total = None
+        record = note = ""
+        if worker is None and which is None:
+            pass
+        elif src is None or not src.has_store():
+            self._drill_problem = (Code.MISSING, pane.NO_STORE)
+            note = pane.NO_STORE
+        else:
             try:
                 if worker is not None:
-                    drill["worker_blocks"] = worker_blocks(src.store_dir, int(worker))
-                if block is not None:
-                    drill["block_record"] = block_detail(src.store_dir, int(block))
-            except RunFileError as exc:
-                drill["problem"] = str(exc)
-        elif worker is not None or block is not None:
-            drill["problem"] = "this run has no tracking store beside its runs.jsonl, so there are no per-block records to show"
+                    columns = worker_block_columns(src.store_dir, worker, MAX_WORKER_BLOCKS)
+                    listing = pane.worker_blocks_table(worker, columns, MAX_WORKER_BLOCKS)
+                    total = None if columns is None else int(columns["total"])
+                    note = listing.note
+                if which is not None:
+                    record = pane.block_text(block(src.store_dir, which))
+            except BlockOutside as exc:
+                self._drill_problem, note = (Code.INVALID, str(exc)), str(exc)
+            except ReportError as exc:
+                self._drill_problem, note = (Code.FAILED, str(exc)), str(exc)
+        drill = pane.Drill(worker=worker, block=which, heading=pane.drill_heading(worker, listing, total),
+                           blocks=listing, record=record, note=note)
         changed = drill != self._drill or due
         self._drill = drill
         return changed
+
+
+def _whole(value: Any) -> int | None:
+    """A worker or block number from an action's arguments; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -1,4 +1,5 @@
-"""The Run Report's charts of a finished or reopened run, built from its tracking store.
+"""Part of the Run Report watch's poller body: the charts of a finished or reopened run,
+built from its tracking store.
 
 A run's progress snapshots are gone once it ends, and a short run never had
 many; the tracking store keeps, per block, the worker that ran it, when it
@@ -15,16 +16,17 @@ with whole-array numpy operations and decimated to what a screen shows
 (:data:`~spacrq.blockwise.watch_series.CHART_BUCKETS` min/max buckets per
 per-block series, :data:`~spacrq.blockwise.watch_live.TIME_BUCKETS` points
 per series over run time), so a million-block store charts in well under a
-second on the poller's thread.  The result has the shape of
+second on the poller's thread: the work is whole-array numpy (which lets go of
+the interpreter while it sorts and sums), never a Python loop per block, so
+the window keeps its share of the interpreter without any pacing.  The result has the shape of
 :meth:`~spacrq.blockwise.watch_live.LiveRun.snapshot`, so the pane draws a
 live run and a finished one the same way.  Where something was not
 measured the snapshot says so in a sentence, never with an empty chart.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-
-import time
 
 import numpy as np
 
@@ -41,25 +43,6 @@ CHART_ARRAYS = ("returned_at", "sent_at", "wall_seconds", "peak_rss_bytes", "wor
                 "idle_seconds")
 #: blocks per bucket of the blocks-per-second chart, at least (fewer make a comb of 0s and 1s)
 RATE_BLOCKS_PER_BIN = 8
-
-
-class _Breather:
-    """Short slices of work with real rests between, so the window keeps the interpreter.
-
-    The poller and the window share one interpreter lock; a poller computing
-    without a pause makes every one of the hundreds of calls a repaint makes
-    into Qt wait up to the switch interval for the lock back, and a 5 ms
-    repaint takes 100.  A sleep frees the lock outright.
-    """
-
-    def __init__(self, work: float = 0.004, rest: float = 0.004) -> None:
-        self.work, self.rest = work, rest
-        self._since = time.perf_counter()
-
-    def __call__(self) -> None:
-        if time.perf_counter() - self._since >= self.work:
-            time.sleep(self.rest)
-            self._since = time.perf_counter()
 
 
 def _thin(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,13 +81,14 @@ def _arrays(store_dir: Path) -> dict:
 
 def store_charts(store_dir: str | Path, start: float | None = None, end: float | None = None, *,
                  capacity: int = CHART_BUCKETS, arrays: dict | None = None,
-                 pace: bool = True) -> dict:
+                 interrupted: Callable[[], bool] | None = None) -> dict | None:
     """The chart series of the run that returned its blocks between ``start`` and ``end``.
 
     ``start``/``end`` are epoch seconds (None: open ended); run time is
     counted from ``start`` (else from the first block sent).  ``arrays``
-    lets a caller that already read the store pass its arrays.  ``pace=False``
-    (a command with no window to share the interpreter with) never rests.
+    lets a caller that already read the store pass its arrays.  ``interrupted``
+    (the watch's) is asked between the steps: when it says stop, the result
+    is None and nothing half-built is returned.
 
     :returns: the snapshot :meth:`LiveRun.snapshot` returns, plus ``per_worker``
         (blocks, compute and idle seconds per worker: the charts' last points),
@@ -112,9 +96,10 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
         ``empty`` (why there is nothing to chart, or "").
     :raises RunFileError: the store cannot be read; one sentence with the fix.
     """
-    breathe = _Breather() if pace else (lambda: None)
+    stop = interrupted or (lambda: False)
     a = arrays if arrays is not None else _arrays(Path(store_dir))
-    breathe()
+    if stop():
+        return None
     out = {"source": "store", "version": ("store", start, end), "run_id": ("store", start),
            "completions": 0, "missed": 0, "measured": False, "rss_measured": False,
            "idle_measured": False, "blocks": 0, "per_worker": {}, "slowest": "", "slowest_id": None,
@@ -137,9 +122,9 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
     if not idx.size:
         out["empty"] = "No block of this run is recorded in the tracking store, so there is nothing to chart."
         return out
-    breathe()
     order = idx[np.argsort(returned[idx], kind="stable")]
-    breathe()
+    if stop():
+        return None
     n = int(order.size)
     sent = a.get("sent_at")
     t0 = start
@@ -151,7 +136,6 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
     # a store read again after more blocks returned is a new picture of the same run
     out.update(blocks=n, completions=n, rate=_rate(t), version=("store", start, end, n,
                                                                float(returned[order[-1]])))
-    breathe()
 
     wall = a.get("wall_seconds")
     wall = np.asarray(wall, dtype=np.float64)[order] if wall is not None else np.full(n, np.nan)
@@ -162,7 +146,6 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
         trend.extend(seq, wall)
         out.update(wall=series.arrays(), trend=trend.line(), trend_slope_ms=trend.slope * 1e3,
                    measured=True)
-        breathe()
     rss = a.get("peak_rss_bytes")
     if rss is not None:
         rss = np.asarray(rss, dtype=np.float64)[order]
@@ -171,21 +154,20 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
             series = PeakSeries(capacity)
             series.extend(seq, rss)
             out.update(rss=series.arrays(), rss_measured=True)
-            breathe()
+    if stop():
+        return None
 
     wid = a.get("worker_id")
     if wid is not None:
-        _per_worker(out, np.asarray(wid)[order], t, wall, a.get("idle_seconds"), order, breathe)
+        _per_worker(out, np.asarray(wid)[order], t, wall, a.get("idle_seconds"), order)
     return out
 
 
-def _per_worker(out: dict, wid: np.ndarray, t: np.ndarray, wall: np.ndarray, idle, order,
-                breathe) -> None:
+def _per_worker(out: dict, wid: np.ndarray, t: np.ndarray, wall: np.ndarray, idle, order) -> None:
     """Each worker's cumulative compute and idle over run time, from one stable sort by worker."""
-    if wid.size and -32768 <= int(wid.min()) and int(wid.max()) < 32768:
+    if wid.size and int(wid.min()) >= -32768 and int(wid.max()) < 32768:
         wid = wid.astype(np.int16)  # a 16-bit key sorts by radix: several times faster
     by = np.argsort(wid, kind="stable")  # completion order kept within each worker
-    breathe()
     ids, first, counts = np.unique(wid[by], return_index=True, return_counts=True)
     compute_all = np.where(np.isfinite(wall), wall, 0.0)[by]
     idle_all = None
@@ -209,6 +191,5 @@ def _per_worker(out: dict, wid: np.ndarray, t: np.ndarray, wall: np.ndarray, idl
             out["idle"][w] = _thin(tw, icum, points)
             total_idle = float(icum[-1])
         out["per_worker"][w] = {"blocks": int(k), "compute": float(cum[-1]), "idle": total_idle}
-        breathe()
     out["slowest"] = slowest_worker(out["per_worker"]) if out["measured"] else ""
     out["slowest_id"] = slowest_id(out["per_worker"]) if out["measured"] else None

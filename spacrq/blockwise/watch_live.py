@@ -1,4 +1,5 @@
-"""The live charts of one running task, built up from its ``progress.json`` poll after poll.
+"""Part of the Run Report watch's poller body: the live charts of one running task, built
+up from its ``progress.json`` poll after poll.
 
 Each snapshot lists the last completions with their ``seq``; only the ones
 not seen before are taken in, so a ten-hour run costs each poll the same as
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from spacrq.blockwise.report_format import format_seconds
+from spacrq.blockwise.report_format import as_number, format_seconds
 from spacrq.blockwise.watch_series import CHART_BUCKETS, PeakSeries, Trend
 
 __all__ = ["TIME_BUCKETS", "SLOW_FACTOR", "LiveRun", "as_number", "slowest_id", "slowest_worker"]
@@ -23,17 +24,6 @@ __all__ = ["TIME_BUCKETS", "SLOW_FACTOR", "LiveRun", "as_number", "slowest_id", 
 TIME_BUCKETS = 384
 #: a worker whose compute per block is this many times the others' median is called out
 SLOW_FACTOR = 1.5
-
-
-def as_number(v: Any) -> float | None:
-    """A JSON figure as a float; None when it is missing, not a number, NaN or a bool."""
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def slowest_id(per_worker: dict):

@@ -1,4 +1,5 @@
-"""Chart series of unbounded length in bounded memory, for a run watched all night.
+"""Part of the Run Report watch's poller body: chart series of unbounded length in bounded
+memory, for a run watched all night.
 
 :class:`PeakSeries` keeps at most ``capacity`` min/max buckets and halves its
 resolution when full, so a chart never holds more than a few thousand points

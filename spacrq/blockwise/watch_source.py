@@ -1,32 +1,40 @@
-"""One watched store (or a bare runs.jsonl) and everything read from it so far.
+"""Part of the Run Report watch's poller body: one watched store (or a bare runs.jsonl).
 
 :class:`RunSource` reads only what is new at each look — the report lines
-appended to ``runs.jsonl``, ``progress.json`` when it was replaced, the
-store's block counts when a run ended — and says what the pane shows of
-it: its line in the runs list (:meth:`RunSource.row`) and the tables, text
-and charts of one of its runs (:meth:`RunSource.detail`).
+appended to ``runs.jsonl`` (only the new bytes), ``progress.json`` when its
+file stamp moved, the store's block counts when a run ended — and says what
+the pane shows of it: its line in the runs list (:meth:`RunSource.row`) and
+the tables, text and charts of one of its runs (:meth:`RunSource.detail`),
+all made by :mod:`spacrq.blockwise.pane` here, on the poller's thread.
 """
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spacrq.blockwise.report import RUNS_FILE, RunsTail, TaskReport, format_seconds
+from spacrq.blockwise import pane
+from spacrq.blockwise.report import RUNS_FILE, ReportError, RunsTail, TaskReport
+from spacrq.blockwise.report_format import as_number
+from spacrq.blockwise.report_store import durable_counts, store_attrs
 from spacrq.blockwise.run_state import STALE_AFTER, scheduler_running
 from spacrq.blockwise.watch_charts import store_charts
-from spacrq.blockwise.watch_live import LiveRun, as_number
+from spacrq.blockwise.watch_live import LiveRun
 from spacrq.blockwise.watch_series import CHART_BUCKETS
-from spacrq.blockwise.watch_store import store_counts
-from spacrq.blockwise.watch_tables import (LIVE_WORKER_COLUMNS, WORKER_COLUMNS, block_table,
-                                           format_when, live_worker_table, render_report,
-                                           worker_table)
-from spacrq.runfiles import PROGRESS_FILE, RunFileError, read_json
+from spacrq.runfiles import PROGRESS_FILE, RunFileError, file_stamp, read_json
+from spacrq.watching import Row
 
-__all__ = ["RunSource", "resolve_source", "looks_like_store", "STORE_MARKER", "STALE_AFTER"]
+__all__ = ["RunSource", "RunDetail", "SourceMissing", "resolve_source", "looks_like_store",
+           "STORE_MARKER", "STALE_AFTER"]
 
 STORE_MARKER = "zarr.json"
+
+
+class SourceMissing(RunFileError):
+    """The path the operator opened is not there."""
 
 
 def looks_like_store(folder: Path) -> bool:
@@ -40,11 +48,12 @@ def looks_like_store(folder: Path) -> bool:
 def resolve_source(path: str | os.PathLike) -> tuple[Path | None, Path]:
     """``(store_dir or None, runs_file)`` for a path the operator opened.
 
-    :raises RunFileError: with one sentence naming what to choose instead.
+    :raises SourceMissing: the path is not there.
+    :raises RunFileError: it is not a store or a runs.jsonl; one sentence naming what to choose.
     """
     p = Path(path).expanduser()
     if not p.exists():
-        raise RunFileError(f"{p} does not exist; choose a runs.jsonl file or a task's tracking store folder")
+        raise SourceMissing(f"{p} does not exist; choose a runs.jsonl file or a task's tracking store folder")
     if p.is_dir():
         if looks_like_store(p):
             return p.resolve(), (p / RUNS_FILE).resolve()
@@ -58,6 +67,35 @@ def resolve_source(path: str | os.PathLike) -> tuple[Path | None, Path]:
         return store, p.resolve()
     raise RunFileError(f"{p} is neither a runs.jsonl file nor a tracking store; "
                        "choose runs.jsonl or the store folder")
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """Everything the right-hand side of the pane shows of one run, text already made."""
+
+    key: str
+    task_id: str
+    state: str
+    run_index: int | None
+    live: bool
+    heading: str
+    blocks: pane.Table
+    workers: pane.Table
+    text: str
+    has_store: bool
+    problems: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    store: str = ""
+    version: int = 0
+    #: the chart series (see :meth:`LiveRun.snapshot`), or None with ``charts_note`` saying why
+    charts: Mapping[str, Any] | None = None
+    charts_note: str = ""
+
+
+def _count(value: Any) -> int:
+    """A block count from a progress snapshot; 0 for anything that is not a finite number."""
+    n = as_number(value)
+    return int(min(max(n, 0.0), 2.0 ** 53)) if n is not None and n == n else 0
 
 
 class RunSource:
@@ -86,6 +124,9 @@ class RunSource:
         self._charts: dict | None = None
         self._charts_key: tuple | None = None
         self._charts_problem = ""
+
+    def has_store(self) -> bool:
+        return self.store_dir is not None and (self.store_dir / STORE_MARKER).exists()
 
     # reading ------------------------------------------------------------------
     def refresh(self, now: float | None = None) -> None:
@@ -118,12 +159,10 @@ class RunSource:
     def _read_progress(self, problems: list[str]) -> None:
         if self.progress_file is None:
             return
-        try:
-            st = os.stat(self.progress_file)
-        except FileNotFoundError:
+        stamp = file_stamp(self.progress_file)
+        if stamp is None:
             self.progress, self._progress_stamp = None, None
             return
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         if stamp == self._progress_stamp:
             return
         self._progress_stamp = stamp
@@ -142,10 +181,10 @@ class RunSource:
         """Blocks done/failed: from live progress while running, else from the store once."""
         if self.state(now) == "running":
             task = self.progress.get("task") if isinstance(self.progress.get("task"), dict) else {}
-            self._counts = {k: int(task.get(k) or 0) for k in ("done", "failed", "total", "skipped",
-                                                                "orphaned", "in_flight")}
+            self._counts = {k: _count(task.get(k)) for k in (
+                "done", "failed", "total", "skipped", "orphaned", "in_flight")}
             return
-        if self.store_dir is None or not (self.store_dir / STORE_MARKER).exists():
+        if not self.has_store():
             self._counts = None
             return
         # keyed on what was read, not on the state derived from the counts themselves:
@@ -154,8 +193,11 @@ class RunSource:
         if key != self._counts_key:
             self._counts_key = key
             try:
-                self._counts, self._counts_problem = store_counts(self.store_dir), ""
-            except RunFileError as exc:
+                store_attrs(self.store_dir)
+                counts = durable_counts(self.store_dir)  # the done marks on disk, as `spacrq report` counts
+                self._counts = {k: counts[k] for k in ("done", "failed", "total")}
+                self._counts_problem = ""
+            except ReportError as exc:
                 self._counts, self._counts_problem = None, str(exc)
         if self._counts_problem:
             problems.append(self._counts_problem)
@@ -200,26 +242,18 @@ class RunSource:
             return self.runs[-1].started_at or None
         return as_number((self.progress or {}).get("started_at"))
 
-    def row(self) -> dict:
+    def row(self) -> Row:
         """This store's line in the runs list, with one child per past run."""
-        counts = self._counts or {}
-        children = []
-        for i, r in enumerate(self.runs):
-            children.append({"index": i, "when": format_when(r.started_at, short=True),
-                             "elapsed": format_seconds(r.elapsed) if r.elapsed else "—",
-                             "count": r.blocks.count, "skipped": r.blocks.skipped,
-                             "failures": r.blocks.failures})
-        return {"key": self.key, "task_id": self.task_id(), "state": self.state(),
-                "started_at": self.started_at(),
-                "done": counts.get("done"), "failed": counts.get("failed"), "total": counts.get("total"),
-                "when": format_when(self.started_at(), short=True), "runs": children, "opened": self.opened,
-                "problems": list(self.problems)}
+        return pane.store_line(self.key, self.task_id(), self.state(), self.started_at(),
+                               self._counts, self.runs, opened=self.opened, problems=self.problems)
 
-    def detail(self, run_index: int | None) -> dict:
-        """The tables, the text and the live charts for one run of this store.
+    def detail(self, run_index: int | None,
+               interrupted: Callable[[], bool] = lambda: False) -> RunDetail | None:
+        """The tables, the text and the charts for one run of this store.
 
         ``run_index`` None means "what matters now": the live run while one
-        is running, else the last report.
+        is running, else the last report.  None when ``interrupted`` said to
+        stop while the charts were being built.
         """
         state = self.state()
         live = run_index is None and state == "running"
@@ -227,41 +261,42 @@ class RunSource:
         if not live and self.runs:
             idx = len(self.runs) - 1 if run_index is None else max(0, min(run_index, len(self.runs) - 1))
             report, run_index = self.runs[idx], idx
-        out: dict[str, Any] = {"key": self.key, "task_id": self.task_id(), "state": state,
-                               "run_index": run_index, "live": live, "problems": list(self.problems),
-                               "counts": dict(self._counts or {}), "store": str(self.store_dir or ""),
-                               "version": self.version}
         if live:
-            out["block_rows"], out["block_note"] = [], (
+            blocks = pane.Table(pane.BLOCK_COLUMNS, (), (
                 "the run is in progress: its per-block summary is written when it ends "
-                "(the charts show each block as it completes)")
-            out["worker_columns"] = LIVE_WORKER_COLUMNS
-            out["worker_rows"] = live_worker_table(self.progress or {})
-            out["worker_note"] = "" if out["worker_rows"] else "no worker has started yet"
-            previous = render_report(self.runs[-1]) if self.runs else ""
-            out["text"] = ("The run is in progress; its report is written to runs.jsonl when it ends."
-                           + (f"\n\nThe previous run:\n{previous}" if previous else ""))
+                "(the charts show each block as it completes)"))
+            workers = pane.live_worker_table(self.progress or {})
+            text = pane.live_text(self.runs[-1] if self.runs else None)
         elif report is not None:
-            out["block_rows"], out["block_note"] = block_table(report)
-            out["worker_columns"] = WORKER_COLUMNS
-            out["worker_rows"], out["worker_note"] = worker_table(report)
-            out["text"] = render_report(report)
+            blocks, workers = pane.block_table(report), pane.worker_table(report)
+            text = pane.render_report(report)
         else:
-            out["block_rows"], out["worker_rows"], out["worker_columns"] = [], [], WORKER_COLUMNS
-            out["block_note"] = out["worker_note"] = "this task has no finished run yet"
-            out["text"] = "No run of this task has finished yet, so there is no report."
-        out["report"] = report.to_dict() if report is not None else None
+            none = "this task has no finished run yet"
+            blocks, workers = pane.Table(pane.BLOCK_COLUMNS, (), none), pane.Table(pane.WORKER_COLUMNS, (), none)
+            text = "No run of this task has finished yet, so there is no report."
         ran_on = (self.progress or {}).get("ran_on") if live else None
-        out["ran_on"] = ran_on if isinstance(ran_on, dict) else None
+        cluster = ((ran_on or {}).get("cluster") if isinstance(ran_on, dict) else None) if live else \
+            ((report.outcome or {}).get("cluster") if report is not None else None)
         if live:
-            out["charts"], out["charts_note"] = self.live.snapshot(), ""
+            charts, charts_note = self.live.snapshot(), ""
         else:
-            out["charts"], out["charts_note"] = self._store_charts(run_index)
-        return out
+            found = self._store_charts(run_index, interrupted)
+            if found is None:
+                return None
+            charts, charts_note = found
+        counts = dict(self._counts or {})
+        return RunDetail(
+            key=self.key, task_id=self.task_id(), state=state, run_index=run_index, live=live,
+            heading=pane.heading(self.task_id(), state, counts, run_index=run_index, live=live,
+                                 cluster=cluster),
+            blocks=blocks, workers=workers, text=text, has_store=self.has_store(),
+            problems=tuple(self.problems), counts=counts, store=str(self.store_dir or ""),
+            version=self.version, charts=charts, charts_note=charts_note)
 
-    def _store_charts(self, run_index: int | None) -> tuple[dict | None, str]:
+    def _store_charts(self, run_index: int | None,
+                      interrupted: Callable[[], bool]) -> tuple[dict | None, str] | None:
         """The charts of a finished run from the tracking store (kept until the store moves on)."""
-        if self.store_dir is None or not (self.store_dir / STORE_MARKER).exists():
+        if not self.has_store():
             return None, ("No charts: this runs.jsonl has no tracking store beside it, so there are "
                           "no per-block records to chart (the tables show the run's figures).")
         start = end = None
@@ -277,10 +312,14 @@ class RunSource:
         key = (start, end, len(self.runs), tuple(sorted((self._counts or {}).items())))
         if key != self._charts_key:
             try:
-                self._charts, self._charts_problem = store_charts(self.store_dir, start, end,
-                                                                  capacity=self._capacity), ""
+                charts = store_charts(self.store_dir, start, end, capacity=self._capacity,
+                                      interrupted=interrupted)
             except RunFileError as exc:
                 self._charts, self._charts_problem = None, f"No charts: {exc}"
+            else:
+                if charts is None:  # the watch is closing: nothing half-built is kept
+                    return None
+                self._charts, self._charts_problem = charts, ""
             self._charts_key = key
         if self._charts is not None and self._charts.get("empty"):
             return None, self._charts["empty"]

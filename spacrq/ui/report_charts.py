@@ -272,10 +272,6 @@ class LiveCharts(QWidget):
         if not self._steps:
             self._stagger.stop()
 
-    def is_drawing(self) -> bool:
-        """True while a snapshot is still being applied plot by plot."""
-        return bool(self._steps)
-
     def _draw_workers(self, charts: dict, workers: list) -> None:
         """A few workers' curves (a first look at 32 workers makes 64 curves: not in one turn)."""
         for wid in workers:

@@ -6,33 +6,47 @@ the selected task: live charts while it runs, the block and worker summary
 tables, a drill-down from a worker to its blocks and from a block to its
 tracking-store record, and the report's text panel.
 
-The pane reads no file itself.  One :class:`~spacrq.ui.poller.Poller` runs
-:class:`~spacrq.blockwise.watch.ReportWatcher` at 2 Hz on its own thread;
-the pane tells it what the operator looks at (``request``) and draws the
-snapshots it sends back.  Closing the pane (``shutdown``) stops the poller;
-the runs go on.
+The pane reads no file itself.  Its watch
+(:class:`~spacrq.blockwise.watch.ReportWatcher`) runs on the poller's thread
+at 2 Hz; the operator's choices go to it as actions (``open``, ``select``,
+``worker``, ``block``) and come back in frozen snapshots whose rows, texts
+and enabled actions (:mod:`spacrq.blockwise.pane`) are already made.
+Closing the pane stops the watch within a second; the runs go on.
+
+The runs list stays a tree (a ``QStandardItemModel``, not a
+:class:`~spacrq.ui.table_model.RowTable`) because each task's past runs sit
+under it: the operator opens a task to compare last night with the night
+before.  Every other table is a ``RowTable``.
 """
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
-from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QFont, QFontDatabase, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMenu, QPlainTextEdit, QSplitter, QTableView, QTabWidget,
                                QToolButton, QTreeView, QVBoxLayout, QWidget)
 
-from spacrq.blockwise.watch import BLOCK_COLUMNS, WORKER_BLOCK_COLUMNS, ReportWatcher
-from spacrq.ui.poller import Poller
+from spacrq.blockwise import pane as logic
+from spacrq.blockwise.watch import ReportSnapshot, ReportWatcher
+from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.report_charts import LiveCharts
-from spacrq.ui.report_models import KEY_ROLE, RUN_INDEX_ROLE, SORT_ROLE, RowsModel, RunsModel
+from spacrq.ui.table_model import KEY_ROLE, SORT_ROLE, Column, RowTable
+from spacrq.watching import Code, Outcome, Row
 from spacrq.workspace import Workspace
 
 POLL_SECONDS = 0.5
-ENDED = {"finished": "finished", "failed": "failed", "interrupted": "was interrupted"}
+#: which run of its store a runs-list item is (None: the store's row itself)
+RUN_INDEX_ROLE = int(Qt.ItemDataRole.UserRole) + 11
 
 
-def _table(model: RowsModel, parent: QWidget) -> QTableView:
+def _columns(titles) -> list[Column]:
+    """Figures right-aligned, the first column (a label) left."""
+    return [Column(title, right=i > 0) for i, title in enumerate(titles)]
+
+
+def _table(model: RowTable, parent: QWidget) -> QTableView:
     view = QTableView(parent)
     view.setModel(model)
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -87,26 +101,93 @@ def _monospace_editor(parent: QWidget) -> QPlainTextEdit:
     return edit
 
 
-class RunReportPane(QWidget):
-    """Blockwise runs of the workspace: tables, live charts, drill-downs, the text report."""
+class RunsTree(QStandardItemModel):
+    """The runs list: one row per store, one child per run in its runs.jsonl.
 
-    notify = Signal(str)
+    Fed the rows the watch made; updated in place (text set only when it
+    differs, new stores and runs appended, vanished stores removed), so the
+    operator's selection and open branches survive every poll.
+    """
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setHorizontalHeaderLabels(list(logic.RUN_COLUMNS))
+
+    def index_of(self, key: str, run_index: int | None = None) -> QModelIndex:
+        """The model index of a store's row, or of one of its runs."""
+        row = self._store_row(key)
+        if row < 0:
+            return QModelIndex()
+        parent = self.item(row, 0)
+        if run_index is None or not 0 <= run_index < parent.rowCount():
+            return parent.index()
+        return parent.child(run_index, 0).index()
+
+    def _store_row(self, key: str) -> int:
+        for i in range(self.rowCount()):
+            if self.item(i, 0).data(KEY_ROLE) == key:
+                return i
+        return -1
+
+    @staticmethod
+    def _items(key: str, run_index: int | None, rank: float) -> list[QStandardItem]:
+        items = [QStandardItem() for _ in logic.RUN_COLUMNS]
+        for it in items:
+            it.setEditable(False)
+        items[0].setData(key, KEY_ROLE)
+        items[0].setData(run_index, RUN_INDEX_ROLE)
+        items[0].setData(rank, SORT_ROLE)
+        return items
+
+    @staticmethod
+    def _fill(items, row: Row) -> None:
+        for col, item in enumerate(items):
+            text, tip = row.cells[col], row.tip(col)
+            if item.text() != text:
+                item.setText(text)
+            if item.toolTip() != tip:
+                item.setToolTip(tip)
+
+    def update_runs(self, rows: tuple[Row, ...]) -> None:
+        keys = {r.key for r in rows}
+        for i in reversed(range(self.rowCount())):
+            if self.item(i, 0).data(KEY_ROLE) not in keys:
+                self.removeRow(i)
+        for row in rows:
+            i = self._store_row(row.key)
+            if i < 0:
+                self.appendRow(self._items(row.key, None, row.sort[0]))
+                i = self.rowCount() - 1
+            self._fill([self.item(i, c) for c in range(len(logic.RUN_COLUMNS))], row)
+            parent = self.item(i, 0)
+            if parent.data(SORT_ROLE) != row.sort[0]:
+                parent.setData(row.sort[0], SORT_ROLE)
+            self._update_children(parent, row.key, row.value.runs)
+
+    def _update_children(self, parent: QStandardItem, key: str, runs: tuple[Row, ...]) -> None:
+        if parent.rowCount() > len(runs):  # runs.jsonl was replaced by a shorter one
+            parent.removeRows(len(runs), parent.rowCount() - len(runs))
+        for n, run in enumerate(runs):
+            if n >= parent.rowCount():
+                parent.appendRow(self._items(key, n, run.sort[0]))  # newest run first
+            self._fill([parent.child(n, c) for c in range(len(logic.RUN_COLUMNS))], run)
+
+
+class RunReportPane(PaneBase):
+    """Blockwise runs of the workspace: tables, live charts, drill-downs, the text report."""
 
     def __init__(self, workspace: Workspace, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.workspace = workspace
-        self._request: dict = {"opened": [], "selected": None, "run_index": None,
-                               "worker": None, "block": None}
+        self._choice: tuple[str | None, int | None] = (None, None)
+        self._drill_choice: tuple[int | None, int | None] = (None, None)
         self._states: dict[str, str] = {}
         self._last_detail_key: tuple | None = None
+        self._open_problems: list[str] = []
+        self.controls = logic.controls(None)
         self.snapshots = 0  # how many snapshots were drawn (tests wait on it)
         self._build()
-        self.watcher = ReportWatcher(workspace.runs)
-        self.poller = Poller(self.watcher.poll, POLL_SECONDS, self)
-        self.poller.snapshot.connect(self._on_snapshot)
-        self.poller.error.connect(self._on_error)
-        self.poller.request(**self._request)
-        self.poller.start()
+        self.start_watch(ReportWatcher(workspace.runs), POLL_SECONDS)
 
     # -- layout --------------------------------------------------------------
     def _build(self) -> None:
@@ -115,7 +196,7 @@ class RunReportPane(QWidget):
         title = QLabel("<b>Blockwise runs</b>", left)
         self.open_button = QToolButton(left)
         self.open_button.setText("Open…")
-        self.open_button.setToolTip("Open a runs.jsonl or a task's tracking store from anywhere")
+        self.open_button.setToolTip(self.controls.open_store.tip)
         self.open_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.open_button)
         menu.addAction("runs.jsonl file…", self._choose_file)
@@ -124,7 +205,7 @@ class RunReportPane(QWidget):
         bar.addWidget(title)
         bar.addStretch(1)
         bar.addWidget(self.open_button)
-        self.runs_model = RunsModel(self)
+        self.runs_model = RunsTree(self)
         self.runs_proxy = QSortFilterProxyModel(self)
         self.runs_proxy.setSourceModel(self.runs_model)
         self.runs_proxy.setSortRole(SORT_ROLE)
@@ -178,12 +259,12 @@ class RunReportPane(QWidget):
 
     def _build_summary(self) -> QWidget:
         page = QWidget(self)
-        self.block_model = RowsModel(BLOCK_COLUMNS, page)
+        self.block_model = RowTable(_columns(logic.BLOCK_COLUMNS), parent=page)
         self.block_view = _table(self.block_model, page)
         self.block_note = _note(page)
-        self.worker_model = RowsModel((), page)
+        self.worker_model = RowTable(_columns(logic.WORKER_COLUMNS), parent=page)
         self.worker_view = _table(self.worker_model, page)
-        self.worker_view.setToolTip("Double-click a worker to list the blocks it ran")
+        self.worker_view.setToolTip(self.controls.worker_blocks.tip)
         self.worker_view.doubleClicked.connect(self._on_worker_chosen)
         self.worker_note = _note(page)
         v = QVBoxLayout(page)
@@ -198,9 +279,9 @@ class RunReportPane(QWidget):
 
     def _build_drill(self) -> QWidget:
         page = QWidget(self)
-        self.drill_heading = QLabel("Double-click a worker in the Summary to list its blocks.", page)
+        self.drill_heading = QLabel(logic.drill_heading(None, None, None), page)
         self.drill_heading.setWordWrap(True)
-        self.worker_blocks_model = RowsModel(WORKER_BLOCK_COLUMNS, page)
+        self.worker_blocks_model = RowTable(_columns(logic.WORKER_BLOCK_COLUMNS), parent=page)
         self.worker_blocks_view = _table(self.worker_blocks_model, page)
         self.worker_blocks_view.selectionModel().currentRowChanged.connect(self._on_block_chosen)
         self.drill_note = _note(page)
@@ -218,61 +299,65 @@ class RunReportPane(QWidget):
         return page
 
     # -- the operator's choices -------------------------------------------------
-    def _ask(self, **changes) -> None:
-        self._request.update(changes)
-        self.poller.request(**changes)
+    def open_store(self, path: str | os.PathLike) -> int:
+        """Watch a tracking store folder or a runs.jsonl from anywhere; the watch checks the path.
 
-    def open_path(self, path: str | Path) -> None:
-        """Watch a runs.jsonl or tracking store outside the workspace (the watcher checks it)."""
-        path = str(path)
-        if path not in self._request["opened"]:
-            self._ask(opened=[*self._request["opened"], path])
+        Returns the action's token; a path that is not a store is said under the runs list.
+        """
+        return self.ask("open", path=str(path))
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a run report", str(self.workspace.root),
                                               "Run reports (runs.jsonl *.jsonl zarr.json);;All files (*)")
         if path:
-            self.open_path(path)
+            self.open_store(path)
 
     def _choose_folder(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open a tracking store", str(self.workspace.runs))
         if path:
-            self.open_path(path)
+            self.open_store(path)
 
     def select(self, key: str, run_index: int | None = None) -> None:
         """Show one task (and one of its past runs, or what matters now when None)."""
-        if (key, run_index) == (self._request["selected"], self._request["run_index"]):
+        if (key, run_index) == self._choice:
             return
-        self._ask(selected=key, run_index=run_index, worker=None, block=None)
+        self._choice = (key, run_index)
+        self._drill_choice = (None, None)
+        self.ask("select", key=key, run_index=run_index)
         index = self.runs_proxy.mapFromSource(self.runs_model.index_of(key, run_index))
         if index.isValid() and index != self.runs_view.currentIndex().siblingAtColumn(0):
             self.runs_view.setCurrentIndex(index)
-        self.worker_blocks_model.set_rows(WORKER_BLOCK_COLUMNS, [])
+        self.worker_blocks_model.set_rows(())
         self.block_detail.clear()
-        self.drill_heading.setText("Double-click a worker in the Summary to list its blocks.")
+        self.drill_heading.setText(logic.drill_heading(None, None, None))
         _show_note(self.drill_note, "")
 
     def show_worker(self, worker_id: int) -> None:
         """Drill down: the blocks this worker ran, from the tracking store."""
-        self._ask(worker=int(worker_id), block=None)
+        self._drill_choice = (int(worker_id), None)
+        self.ask("worker", worker_id=int(worker_id))
         self.block_detail.clear()
         self.drill_heading.setText(f"Blocks run by worker {worker_id} (reading the tracking store…)")
         self.tabs.setCurrentIndex(2)
 
     def show_block(self, block_id: int) -> None:
         """Drill down: one block's tracking-store record."""
-        self._ask(block=int(block_id))
+        self._drill_choice = (self._drill_choice[0], int(block_id))
+        self.ask("block", block_id=int(block_id))
 
     def _on_run_chosen(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if not current.isValid():
             return
         first = current.siblingAtColumn(0)
         key = first.data(KEY_ROLE)
-        run_index = first.data(RUN_INDEX_ROLE)
         if key:
-            self.select(key, run_index)
+            self.select(key, first.data(RUN_INDEX_ROLE))
 
     def _on_worker_chosen(self, index: QModelIndex) -> None:
+        if not self.controls.worker_blocks.enabled:
+            self.tabs.setCurrentIndex(2)
+            _show_note(self.drill_note, self.controls.worker_blocks.tip)
+            return
         key = self.worker_model.key_at(index.row())
         if key is not None:
             self.show_worker(key)
@@ -282,111 +367,89 @@ class RunReportPane(QWidget):
         if key is not None:
             self.show_block(key)
 
-    # -- snapshots ---------------------------------------------------------------
-    def _on_error(self, message: str) -> None:
+    # -- answers -------------------------------------------------------------------
+    def poll_failed(self, message: str) -> None:
         _show_note(self.problems, f"The run report could not be read: {message}")
 
-    def _on_snapshot(self, snap: dict) -> None:
-        self.runs_model.update_runs(snap["runs"])
-        _show_note(self.open_problems, _sentences(snap.get("problems")))
-        self._announce_endings(snap["runs"])
-        if self._request["selected"] is None and snap["runs"]:
-            self._select_row(0)
+    def show_open_problem(self, message: str) -> None:
+        """Say under the runs list why something could not be opened (the last three are kept)."""
+        self._open_problems = [*self._open_problems[-2:], message]
+        _show_note(self.open_problems, _sentences(self._open_problems))
+
+    def outcome_arrived(self, outcome: Outcome) -> None:
+        if outcome.action == "open":
+            if outcome.code is not Code.DONE:
+                self.show_open_problem(outcome.message)
+        elif outcome.action in ("worker", "block") and outcome.code is not Code.DONE:
+            _show_note(self.drill_note, outcome.message)
+
+    def show_snapshot(self, snap: ReportSnapshot) -> None:
+        self.runs_model.update_runs(snap.runs)
+        self._announce_endings(snap.runs)
+        if self._choice[0] is None and snap.runs:
+            self.runs_view.setCurrentIndex(self.runs_proxy.index(0, 0))  # → _on_run_chosen → select()
         self.snapshots += 1
-        asked = (self._request["selected"], self._request["run_index"])
-        if (snap.get("selected"), snap.get("run_index")) != asked:
+        if (snap.selected, snap.run_index) != self._choice:
             return  # read before the operator chose another run; the next snapshot is for it
-        detail = snap.get("detail")
-        if detail is not None:
-            self._show_detail(detail)
-        elif self._request["selected"] is not None:
+        self._set_controls(snap.controls)
+        if snap.detail is not None:
+            self._show_detail(snap.detail)
+        elif self._choice[0] is not None:
             self._show_gone()
-        if tuple(snap.get("drill_for") or ()) == (self._request["worker"], self._request["block"]):
-            self._show_drill(snap.get("drill") or {})
+        if (snap.drill.worker, snap.drill.block) == self._drill_choice:
+            self._show_drill(snap.drill)
 
-    def _select_row(self, row: int) -> None:
-        index = self.runs_proxy.index(row, 0)
-        self.runs_view.setCurrentIndex(index)  # → _on_run_chosen → select()
+    def _set_controls(self, controls: logic.Controls) -> None:
+        self.controls = controls
+        if self.worker_view.toolTip() != controls.worker_blocks.tip:
+            self.worker_view.setToolTip(controls.worker_blocks.tip)
+        self.open_button.setEnabled(controls.open_store.enabled)
 
-    def _announce_endings(self, rows: list[dict]) -> None:
+    def _announce_endings(self, rows: tuple[Row, ...]) -> None:
         """One line for the status bar and tray when a run watched while running ends."""
         for row in rows:
-            before = self._states.get(row["key"])
-            self._states[row["key"]] = row["state"]
-            if before == "running" and row["state"] in ENDED:
-                done, total, failed = row.get("done"), row.get("total"), row.get("failed")
-                figures = [f"{done:,} of {total:,} blocks done"] if done is not None and total else []
-                figures += [f"{failed:,} failed"] if failed else []
-                suffix = f" ({', '.join(figures)})" if figures else ""
-                self.notify.emit(f"Blockwise task {row['task_id']} {ENDED[row['state']]}{suffix}")
+            line: logic.StoreLine = row.value
+            message = logic.ending_message(self._states.get(line.key), line)
+            self._states[line.key] = line.state
+            if message:
+                self.notify.emit(message)
 
-    def _show_detail(self, d: dict) -> None:
-        counts = d.get("counts") or {}
-        parts = [f"<b>{d['task_id']}</b> — {d['state']}"]
-        if counts.get("total"):
-            parts.append(f"{counts.get('done', 0):,} of {counts['total']:,} blocks done")
-        if counts.get("failed"):
-            parts.append(f"{counts['failed']:,} failed")
-        if counts.get("orphaned"):
-            parts.append(f"{counts['orphaned']:,} orphaned")
-        if counts.get("in_flight"):
-            parts.append(f"{counts['in_flight']:,} in flight")
-        if d.get("run_index") is not None and not d.get("live"):
-            parts.append(f"run {d['run_index'] + 1}")
-        cluster = (((d.get("report") or {}).get("outcome") or {}).get("cluster")
-                   if not d.get("live") else (d.get("ran_on") or {}).get("cluster"))
-        if isinstance(cluster, str) and cluster:  # a dask run says which cluster ran it
-            parts.append("on " + cluster[:80].replace("&", "&amp;").replace("<", "&lt;"))
-        heading = " · ".join(parts)
-        if self.heading.text() != heading:
-            self.heading.setText(heading)
-        self.heading.setToolTip(d.get("store") or "")
-        _show_note(self.problems, _sentences(d.get("problems")))
-        self.block_model.set_rows(BLOCK_COLUMNS, d["block_rows"])
-        self.block_view.setVisible(bool(d["block_rows"]))
-        _fit_height(self.block_view, len(d["block_rows"]))
-        _show_note(self.block_note, d["block_note"])
-        self.worker_model.set_rows(d["worker_columns"], d["worker_rows"])
-        self.worker_view.setVisible(bool(d["worker_rows"]))
-        _show_note(self.worker_note, d["worker_note"])
-        if self.text.toPlainText() != d["text"]:
-            self.text.setPlainText(d["text"])
-        self.charts.show_charts(d.get("charts"), d.get("charts_note") or "")
-        detail_key = (d["key"], d.get("run_index"), d.get("live"))
+    def _show_detail(self, d) -> None:
+        if self.heading.text() != d.heading:
+            self.heading.setText(d.heading)
+        self.heading.setToolTip(d.store)
+        _show_note(self.problems, _sentences(d.problems))
+        self.block_model.set_rows(d.blocks.rows)
+        self.block_view.setVisible(bool(d.blocks.rows))
+        _fit_height(self.block_view, len(d.blocks.rows))
+        _show_note(self.block_note, d.blocks.note)
+        self.worker_model.set_columns(_columns(d.workers.columns))
+        self.worker_model.set_rows(d.workers.rows)
+        self.worker_view.setVisible(bool(d.workers.rows))
+        _show_note(self.worker_note, d.workers.note)
+        if self.text.toPlainText() != d.text:
+            self.text.setPlainText(d.text)
+        self.charts.show_charts(d.charts, d.charts_note)
+        detail_key = (d.key, d.run_index, d.live)
         if detail_key != self._last_detail_key:  # a different run: open the tab that matters
             self._last_detail_key = detail_key
             if self.tabs.currentIndex() in (0, 1):  # the charts when there are any, else the figures
-                self.tabs.setCurrentIndex(0 if d.get("live") or d.get("charts") else 1)
+                self.tabs.setCurrentIndex(0 if d.live or d.charts else 1)
 
     def _show_gone(self) -> None:
         """The selected task's folder was removed (or an opened path closed): say so, show nothing stale."""
-        self.heading.setText("The selected run is no longer there: its folder was removed or moved.")
-        for model, columns in ((self.block_model, BLOCK_COLUMNS), (self.worker_model, ()),
-                               (self.worker_blocks_model, WORKER_BLOCK_COLUMNS)):
-            model.set_rows(columns, [])
+        self.heading.setText(logic.GONE_HEADING)
+        for model in (self.block_model, self.worker_model, self.worker_blocks_model):
+            model.set_rows(())
         self.text.clear()
         self.charts.show_charts(None, "No figures: the selected run's folder is gone.")
         self._last_detail_key = None
 
-    def _show_drill(self, drill: dict) -> None:
-        listing = drill.get("worker_blocks")
-        if listing is not None:
-            self.drill_heading.setText(f"Blocks run by worker {listing['worker_id']}: "
-                                       f"{listing['total']:,} (select one for its record)")
-            self.worker_blocks_model.set_rows(WORKER_BLOCK_COLUMNS, listing["rows"])
-        note = drill.get("problem") or (listing or {}).get("note") or ""
-        _show_note(self.drill_note, note)
-        record = drill.get("block_record")
-        if record is not None:
-            width = max(len(label) for label, _ in record["fields"])
-            lines = [f"{label:<{width}}  {value}" for label, value in record["fields"]]
-            if record.get("note"):
-                lines += ["", record["note"]]
-            text = "\n".join(lines)
-            if self.block_detail.toPlainText() != text:
-                self.block_detail.setPlainText(text)
+    def _show_drill(self, drill: logic.Drill) -> None:
+        if drill.worker is not None:
+            self.drill_heading.setText(drill.heading)
+            self.worker_blocks_model.set_rows(drill.blocks.rows if drill.blocks else ())
+        _show_note(self.drill_note, drill.note)
+        if drill.record and self.block_detail.toPlainText() != drill.record:
+            self.block_detail.setPlainText(drill.record)
 
-    # -- lifetime -----------------------------------------------------------------
-    def shutdown(self) -> None:
-        """Stop watching; the runs themselves go on."""
-        self.poller.stop()

@@ -8,6 +8,7 @@ thread, so every state the watcher sees is one the test chose.
 """
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from spacrq.blockwise.report import (Stat, TaskReport, WorkerRecord, append_run,
                                      summarize_blocks, summarize_workers)
+from spacrq.blockwise.watch_source import RunSource
 from spacrq.runfiles import write_progress
 
 RECENT = 2000
@@ -158,3 +160,43 @@ class FakeRun:
 def _me() -> int:
     import os
     return os.getpid()
+
+
+def look(watcher, key=None, run_index=None, *, worker=None, block=None, opened=(), token=1):
+    """What the Run Report's watch shows after the operator's choices: opened paths, a run, a drill-down.
+
+    Submits the actions the pane would (``open`` each path, ``select``, ``worker``,
+    ``block``) and polls once; returns the snapshot (None when nothing changed).
+    """
+    for path in opened:
+        watcher.submit(token, "open", path=str(path))
+        token += 1
+    if key is not None:
+        watcher.submit(token, "select", key=key, run_index=run_index)
+        token += 1
+    if worker is not None:
+        watcher.submit(token, "worker", worker_id=worker)
+        token += 1
+    if block is not None:
+        watcher.submit(token, "block", block_id=block)
+    return watcher.poll({})
+
+
+def heavy_poll(workspace, monkeypatch, stores=40, each=0.05):
+    """Make every store of ``stores`` cost ``each`` seconds of CPU to look at (a slow disk, a
+    big store), so one poll takes seconds; returns an Event set once a poll is under way."""
+    for i in range(stores):
+        write_progress(workspace.runs / f"t{i:02d}" / "progress.json",
+                       {"run_id": "r", "state": "finished", "task": {"task_id": f"t{i}"}})
+    started = threading.Event()
+    real = RunSource.refresh
+
+    def slow_refresh(self, now=None):
+        started.set()
+        end = time.perf_counter() + each
+        while time.perf_counter() < end:  # real work, holding the interpreter as parsing does
+            pass
+        real(self, now)
+
+    monkeypatch.setattr(RunSource, "refresh", slow_refresh)
+    return started

@@ -281,8 +281,8 @@ def test_a_store_whose_scheduler_died_reads_interrupted_with_durable_counts(tmp_
     assert "interrupted: 5 of 48 done" in out and "running" not in out
     source = RunSource(store, store / "runs.jsonl")  # the pane says the same, at once
     source.refresh()
-    row = source.row()
-    assert (row["state"], row["done"], row["total"]) == ("interrupted", 5, 48)
+    row = source.row().value
+    assert (row.state, row.done, row.total) == ("interrupted", 5, 48)
 
 
 def test_a_reused_pid_is_not_the_scheduler(tmp_path):
@@ -295,7 +295,7 @@ def test_a_reused_pid_is_not_the_scheduler(tmp_path):
     assert t.outcome["state"] == "running" and t.outcome["done"] == 30
     source = RunSource(store, store / "runs.jsonl")
     source.refresh()
-    assert source.row()["state"] == "running"
+    assert source.row().value.state == "running"
 
 
 @pytest.mark.parametrize("progress", [
@@ -388,7 +388,7 @@ def test_a_folder_where_runs_jsonl_belongs_is_said_by_the_report_and_the_pane(tm
     assert "smooth  5 blocks" in out and f"{store / 'runs.jsonl'} cannot be read" in err
     source = RunSource(store, store / "runs.jsonl")
     source.refresh()
-    assert any("cannot be read" in p for p in source.row()["problems"])
+    assert any("cannot be read" in p for p in source.row().value.problems)
 
 
 @pytest.mark.parametrize("where", ["done", "done/c", "failures/c/0"])

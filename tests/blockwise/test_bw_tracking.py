@@ -10,6 +10,7 @@ import zarr
 
 from spacrq.blockwise import LayoutMismatch, Roi, Task, TrackingError, run_blockwise
 from spacrq.blockwise.grid import BlockGrid
+from spacrq.blockwise.report_store import block
 from spacrq.blockwise.tracking import TrackingStore, chunk_shape
 
 
@@ -92,5 +93,5 @@ def test_stats_arrays_follow_the_conventions(tmp_path):
     assert g["worker_id"].dtype == np.int32 and set(g["worker_id"][...].tolist()) <= {0, 1}
     assert (g["returned_at"][...] >= g["sent_at"][...]).all()
     assert (g["peak_rss_bytes"][...] > 0).all() and (g["io_read_bytes"][...] >= 0).all()
-    rec = report["t"].block(0)
+    rec = block(report["t"].require_store(), 0)
     assert rec.done and rec.worker_id in (0, 1) and rec.round_trip >= 0

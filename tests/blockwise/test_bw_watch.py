@@ -2,15 +2,25 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
 import pytest
 
-from fake_run import FakeRun
-from spacrq.blockwise.watch import (NOT_MEASURED, LiveRun, PeakSeries, ReportWatcher, RunSource,
-                                    Trend, resolve_source, worker_blocks)
+from fake_run import FakeRun, look
+from spacrq.blockwise.pane import NOT_MEASURED, StoreLine, worker_blocks_table
+from spacrq.blockwise.report_store import worker_block_columns
+from spacrq.blockwise.watch import ReportWatcher
+from spacrq.blockwise.watch_live import LiveRun
+from spacrq.blockwise.watch_series import PeakSeries, Trend
+from spacrq.blockwise.watch_source import RunSource, resolve_source
 from spacrq.runfiles import RunFileError
+from spacrq.watching import Code
+
+
+def cells(table):
+    return [list(r.cells) for r in table.rows]
 
 
 
@@ -134,18 +144,20 @@ def test_watcher_lists_stores_and_shows_a_finished_runs_tables(workspace):
     run.finish("failed")
     watcher = ReportWatcher(workspace.runs)
     key = str((workspace.runs / "smooth").resolve())
-    snap = watcher.poll({"selected": key})
-    [row] = snap["runs"]
-    assert (row["task_id"], row["state"], row["done"], row["failed"], row["total"]) == \
+    snap = look(watcher, key)
+    [row] = snap.runs
+    line: StoreLine = row.value
+    assert (line.task_id, line.state, line.done, line.failed, line.total) == \
         ("smooth", "failed", 16, 2, 20)
-    assert len(row["runs"]) == 1 and row["runs"][0]["failures"] == 6
-    detail = snap["detail"]
-    labels = [r["cells"][0] for r in detail["block_rows"]]
+    assert row.cells[:3] == ("smooth", "failed", "16 / 20 done, 2 failed")
+    assert len(line.runs) == 1 and "6 failed attempts" in line.runs[0].cells[2]
+    detail = snap.detail
+    labels = [r.cells[0] for r in detail.blocks.rows]
     assert labels[:3] == ["round trip", "wall", "CPU"] and "peak RSS" in labels
-    assert detail["block_note"] == ""
-    assert [r["key"] for r in detail["worker_rows"]] == [0, 1]
-    assert detail["text"].lstrip().startswith("smooth")
-    assert watcher.poll({"selected": key}) is None  # nothing changed: nothing to redraw
+    assert detail.blocks.note == ""
+    assert [r.key for r in detail.workers.rows] == [0, 1]
+    assert detail.text.lstrip().startswith("smooth")
+    assert watcher.poll({}) is None  # nothing changed: nothing to redraw
 
 
 def test_runs_jsonl_is_read_incrementally(workspace):
@@ -167,15 +179,15 @@ def test_a_finished_stores_arrays_are_read_once_until_something_changes(workspac
     from spacrq.blockwise import watch_source
 
     reads = []
-    real = watch_source.store_counts
-    monkeypatch.setattr(watch_source, "store_counts", lambda d: reads.append(d) or real(d))
+    real = watch_source.durable_counts
+    monkeypatch.setattr(watch_source, "durable_counts", lambda d: reads.append(d) or real(d))
     run = FakeRun(workspace.runs / "t")
     run.complete(5)
     run.finish()
     src = RunSource((workspace.runs / "t").resolve(), (workspace.runs / "t" / "runs.jsonl").resolve())
     for _ in range(3):
         src.refresh()
-    assert len(reads) == 1 and src.row()["done"] == 5
+    assert len(reads) == 1 and src.row().value.done == 5
     run.finish()  # another run's report line: the counts are read again, once
     for _ in range(3):
         src.refresh()
@@ -187,12 +199,11 @@ def test_unmeasured_run_shows_no_table_of_zeros(workspace):
     run.complete(6)
     run.finish()
     watcher = ReportWatcher(workspace.runs)
-    snap = watcher.poll({"selected": str((workspace.runs / "plain").resolve())})
-    detail = snap["detail"]
+    detail = look(watcher, str((workspace.runs / "plain").resolve())).detail
     # the scheduler's round trip and the worker's queue wait need no resource tracking
-    assert [r["cells"][0] for r in detail["block_rows"]] == ["round trip", "queued"]
-    assert detail["block_note"] == NOT_MEASURED
-    assert detail["block_rows"][0]["cells"][2] == "12.0 ms"  # the measured round trip, not a zero
+    assert [r.cells[0] for r in detail.blocks.rows] == ["round trip", "queued"]
+    assert detail.blocks.note == NOT_MEASURED
+    assert detail.blocks.rows[0].cells[2] == "12.0 ms"  # the measured round trip, not a zero
 
 
 def test_torn_last_line_is_a_sentence_and_earlier_runs_still_show(workspace):
@@ -202,21 +213,21 @@ def test_torn_last_line_is_a_sentence_and_earlier_runs_still_show(workspace):
     with open(workspace.runs / "torn" / "runs.jsonl", "a") as f:
         f.write('{"task_id": "torn", "blocks": {"cou')
     watcher = ReportWatcher(workspace.runs)
-    snap = watcher.poll({"selected": str((workspace.runs / "torn").resolve())})
-    [row] = snap["runs"]
-    assert len(row["runs"]) == 1
-    assert any("incomplete" in p and "runs.jsonl" in p for p in snap["detail"]["problems"])
-    assert snap["detail"]["worker_rows"]
+    snap = look(watcher, str((workspace.runs / "torn").resolve()))
+    [row] = snap.runs
+    assert len(row.value.runs) == 1
+    assert any("incomplete" in p and "runs.jsonl" in p for p in snap.detail.problems)
+    assert snap.detail.workers.rows
 
 
 def test_garbage_store_is_a_sentence_not_a_traceback(workspace):
     d = workspace.runs / "broken"
     d.mkdir()
     (d / "zarr.json").write_text("{ not json")
-    snap = ReportWatcher(workspace.runs).poll({"selected": str(d.resolve())})
-    [row] = snap["runs"]
-    assert row["problems"] and "delete it" in row["problems"][0]
-    assert "Traceback" not in row["problems"][0]
+    snap = look(ReportWatcher(workspace.runs), str(d.resolve()))
+    [row] = snap.runs
+    assert row.value.problems and "delete it" in row.value.problems[0]
+    assert "Traceback" not in row.value.problems[0]
 
 
 def test_running_store_whose_writer_died_reads_as_interrupted(workspace):
@@ -225,8 +236,8 @@ def test_running_store_whose_writer_died_reads_as_interrupted(workspace):
     doc = json.loads((workspace.runs / "dead" / "progress.json").read_text())
     doc["pid"], doc["written_at"] = 999_999_999, time.time() - 60
     (workspace.runs / "dead" / "progress.json").write_text(json.dumps(doc))
-    [row] = ReportWatcher(workspace.runs).poll({})["runs"]
-    assert row["state"] == "interrupted"
+    [row] = ReportWatcher(workspace.runs).poll({}).runs
+    assert row.value.state == "interrupted"
 
 
 def test_live_run_detail_has_charts_and_live_worker_rows(workspace):
@@ -234,31 +245,36 @@ def test_live_run_detail_has_charts_and_live_worker_rows(workspace):
     run.complete(7)
     watcher = ReportWatcher(workspace.runs)
     key = str((workspace.runs / "live").resolve())
-    detail = watcher.poll({"selected": key})["detail"]
-    assert detail["live"] and detail["state"] == "running"
-    assert len(detail["charts"]["wall"][0]) == 7
-    assert [r["cells"][2] for r in detail["worker_rows"]] == ["busy", "busy"]
+    detail = look(watcher, key).detail
+    assert detail.live and detail.state == "running"
+    assert len(detail.charts["wall"][0]) == 7
+    assert [r.cells[2] for r in detail.workers.rows] == ["busy", "busy"]
     run.complete(5)
-    detail = watcher.poll({"selected": key})["detail"]
-    assert len(detail["charts"]["wall"][0]) == 12 and detail["counts"]["done"] == 12
+    detail = watcher.poll({}).detail
+    assert len(detail.charts["wall"][0]) == 12 and detail.counts["done"] == 12
 
 
 def test_drill_down_from_worker_to_blocks_and_block_to_record(workspace):
     run = FakeRun(workspace.runs / "d", grid_shape=(3, 4))
     run.complete(12)
     run.finish()
-    listing = worker_blocks((workspace.runs / "d").resolve(), 1)
-    assert [r["key"] for r in listing["rows"]] == [1, 3, 5, 7, 9, 11]
-    assert listing["rows"][0]["cells"][1] == "(0, 1)"
-    limited = worker_blocks((workspace.runs / "d").resolve(), 0, limit=2)
-    assert [r["key"] for r in limited["rows"]] == [8, 10] and "last 2 of 6" in limited["note"]
+    store = (workspace.runs / "d").resolve()
+    listing = worker_blocks_table(1, worker_block_columns(store, 1, 5000), 5000)
+    assert [r.key for r in listing.rows] == [1, 3, 5, 7, 9, 11]
+    assert listing.rows[0].cells[1] == "(0, 1)"
+    limited = worker_blocks_table(0, worker_block_columns(store, 0, 2), 2)
+    assert [r.key for r in limited.rows] == [8, 10] and "last 2 of 6" in limited.note
     watcher = ReportWatcher(workspace.runs)
-    snap = watcher.poll({"selected": str((workspace.runs / "d").resolve()), "worker": 1, "block": 5})
-    fields = dict(snap["drill"]["block_record"]["fields"])
+    snap = look(watcher, str(store), worker=1, block=5)
+    assert all(o.code is Code.DONE for o in snap.outcomes)
+    assert [r.key for r in snap.drill.blocks.rows] == [1, 3, 5, 7, 9, 11]
+    fields = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in snap.drill.record.splitlines()[:13])
     assert fields["grid position"] == "(1, 1)" and fields["worker"] == "1" and fields["done"] == "yes"
     assert fields["wall"].endswith("ms")
-    bad = watcher.poll({"selected": str((workspace.runs / "d").resolve()), "block": 99})
-    assert "outside" in bad["drill"]["problem"]
+    watcher.submit(9, "block", block_id=99)
+    bad = watcher.poll({})
+    [answer] = bad.outcomes
+    assert answer.token == 9 and answer.code is Code.INVALID and "outside" in bad.drill.note
 
 
 def test_opening_paths(workspace, tmp_path):
@@ -273,16 +289,17 @@ def test_opening_paths(workspace, tmp_path):
     with pytest.raises(RunFileError, match="not a tracking store"):
         resolve_source(tmp_path / "empty")
     watcher = ReportWatcher(workspace.runs)
-    snap = watcher.poll({"opened": [str(tmp_path / "elsewhere" / "runs.jsonl"), str(tmp_path / "nope")]})
-    assert [r["task_id"] for r in snap["runs"]] == ["smooth"]
-    assert len(snap["problems"]) == 1 and "does not exist" in snap["problems"][0]
+    snap = look(watcher, opened=[tmp_path / "elsewhere" / "runs.jsonl", tmp_path / "nope", tmp_path / "empty"])
+    assert [r.value.task_id for r in snap.runs] == ["smooth"]
+    assert [o.code for o in snap.outcomes] == [Code.DONE, Code.MISSING, Code.INVALID]
+    assert "does not exist" in snap.outcomes[1].message
 
 
 def test_a_store_appearing_is_found_at_the_next_look(workspace):
     watcher = ReportWatcher(workspace.runs, discover_every=3600)
-    assert watcher.poll({})["runs"] == []
+    assert watcher.poll({}).runs == ()
     (workspace.runs / "fresh").mkdir()  # the engine makes the folder first ...
     assert watcher.poll({}) is None
     FakeRun(workspace.runs / "fresh").complete(1)  # ... then its files
-    [row] = watcher.poll({})["runs"]
-    assert row["state"] == "running"
+    [row] = watcher.poll({}).runs
+    assert row.value.state == "running"

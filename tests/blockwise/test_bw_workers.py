@@ -8,7 +8,7 @@ import time
 import bw_funcs
 
 from spacrq.blockwise import Roi, Task, run_blockwise
-from spacrq.blockwise.report import read_last_run
+from spacrq.blockwise.report import block, read_last_run
 from spacrq.runfiles import read_json
 
 
@@ -111,7 +111,7 @@ def test_report_progress_logs_and_runs_file(tmp_path):
     assert w.count == 2 and w.exits == {"clean": 2}
     assert all(r.startup and r.startup > 0 and r.teardown is not None for r in w.by_id.values())
     assert report["files"].blocks.round_trip.n == 10
-    assert report["files"].block(3).done
+    assert block(report["files"].require_store(), 3).done
 
 
 def test_progress_is_published_while_running(tmp_path):

@@ -7,7 +7,7 @@ import time
 import bw_funcs
 import numpy as np
 import pytest
-from fake_run import FakeRun
+from fake_run import FakeRun, look
 
 from spacrq.blockwise import Roi, Task, run_blockwise
 from spacrq.blockwise.report import read_last_run, report_from_store
@@ -48,8 +48,7 @@ def test_a_finished_store_charts_every_series_with_a_point_per_block(workspace):
 def test_per_worker_series_end_on_the_summarys_figures(workspace):
     run, report = _finished(workspace, blocks=30, workers=3, noise=0.004)
     watcher = ReportWatcher(workspace.runs)
-    detail = watcher.poll({"selected": str(run.dir.resolve())})["detail"]
-    charts = detail["charts"]
+    charts = look(watcher, str(run.dir.resolve())).detail.charts
     assert charts is not None and charts["source"] == "store"
     for w, record in report.workers.by_id.items():
         compute_x, compute_y = charts["compute"][w]
@@ -71,8 +70,8 @@ def test_charts_of_a_past_run_are_that_runs_blocks(workspace):
     run.finish()
     watcher = ReportWatcher(workspace.runs)
     key = str(run.dir.resolve())
-    old = watcher.poll({"selected": key, "run_index": 0})["detail"]["charts"]
-    new = watcher.poll({"selected": key, "run_index": 1})["detail"]["charts"]
+    old = look(watcher, key, 0).detail.charts
+    new = look(watcher, key, 1).detail.charts
     assert old["blocks"] == 8 and new["blocks"] == 12
 
 
@@ -80,9 +79,9 @@ def test_an_untracked_run_says_in_words_why_it_has_no_charts(workspace):
     run = FakeRun(workspace.runs / "plain", tracked=False)
     run.complete(5)
     run.finish()
-    detail = ReportWatcher(workspace.runs).poll({"selected": str(run.dir.resolve())})["detail"]
-    assert detail["charts"] is None
-    assert "resource_tracking=True" in detail["charts_note"]
+    detail = look(ReportWatcher(workspace.runs), str(run.dir.resolve())).detail
+    assert detail.charts is None
+    assert "resource_tracking=True" in detail.charts_note
 
 
 def test_a_million_block_store_charts_in_bounded_series_that_keep_the_peaks():
@@ -175,5 +174,5 @@ def test_the_last_report_charts_only_its_own_blocks_while_a_newer_run_goes(works
     run.started_at, run.run_id = time.time(), "run-2"
     run.complete(5)  # the new run is going: its progress says so
     watcher = ReportWatcher(workspace.runs)
-    detail = watcher.poll({"selected": str(run.dir.resolve()), "run_index": 0})["detail"]
-    assert not detail["live"] and detail["charts"]["blocks"] == 8
+    detail = look(watcher, str(run.dir.resolve()), 0).detail
+    assert not detail.live and detail.charts["blocks"] == 8

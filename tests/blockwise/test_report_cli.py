@@ -172,7 +172,7 @@ def test_history_lists_every_run_oldest_first(report_cmd, runs_dir, capsys):
     out = capsys.readouterr().out
     smooth = out[out.index("  smooth  2 runs"):]
     rows = [line for line in smooth.splitlines()[2:4]]
-    assert rows[0].split()[2:4] == ["10.00", "s"] and rows[1].split()[2:4] == ["1", "min"]
+    assert rows[0].split()[2:4] == ["10.00", "s"] and rows[1].split()[2:4] == ["1m", "00s"]
     assert rows[1].split()[-1] == "failed" and rows[0].split()[-1] == "—"
     assert "  threshold  1 run\n" in out
     assert report_cmd(runs_dir, "--history", "--json", "--task", "smooth") == 0

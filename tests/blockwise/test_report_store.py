@@ -254,13 +254,13 @@ def test_block_records_and_worker_drill_down(tmp_path):
     # drill-down through a report read back from the store's runs.jsonl
     rp.append_run(rp.runs_file(store), run_line())
     t = rp.read_last_run(rp.runs_file(store))
-    assert t.store == store and t.block((1, 1)).worker_id == 2
-    assert [r.spatial_id for r in t.block_records(worker=2)] == [5]
+    assert t.store == store and rp.block(t.require_store(), (1, 1)).worker_id == 2
+    assert [r.spatial_id for r in rp.block_records(t.require_store(), worker=2)] == [5]
 
 
 def test_block_lookup_without_a_store_says_how_to_get_one():
     with pytest.raises(rp.ReportError, match="has no tracking store"):
-        run_line().block(0)
+        run_line().require_store()
 
 
 def test_block_columns_match_the_records(tmp_path):

@@ -19,12 +19,12 @@ def test_a_closed_window_leaves_nothing_for_another_threads_garbage_collector(qt
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.loaded, timeout=WAIT):
         window.show()
-    charts = window.panes["Run Report"].charts
-    qtbot.waitUntil(lambda: not charts.is_drawing(), timeout=WAIT)
+    report = window.panes["Run Report"]
+    qtbot.waitUntil(lambda: report.snapshots >= 1, timeout=WAIT)  # its first look has been drawn
     window.close()
     window.deleteLater()
     del window
-    charts = None  # the last reference to its wrapper goes
+    report = None  # the last reference to its wrapper goes
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     # pyqtgraph's menus, the pollers' threads: every one went with the window, on this thread
     assert orphans_for_the_collector() == []

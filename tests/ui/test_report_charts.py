@@ -26,8 +26,8 @@ def test_a_finished_run_opens_on_four_charts_with_curves(workspace, make_pane, q
     run.finish()
     pane = make_pane()
     pane.select(_key(workspace, "smooth"))
-    qtbot.waitUntil(lambda: pane.charts.point_counts()["wall"] == 64 and not pane.charts.is_drawing(),
-                    timeout=WAIT)
+    # the last plot of a snapshot to be drawn is the peak RSS one
+    qtbot.waitUntil(lambda: pane.charts.point_counts()["rss"] == 64, timeout=WAIT)
     counts = pane.charts.point_counts()
     assert counts["rss"] == 64 and counts["trend"] == 2 and counts["rate"] >= 1
     assert counts["compute"] == {0: 33, 1: 33} and counts["idle"] == {0: 33, 1: 33}
@@ -44,8 +44,8 @@ def test_workers_have_their_own_colours_and_the_hover_names_them(workspace, make
     run.finish()
     pane = make_pane()
     pane.select(_key(workspace, "w"))
-    qtbot.waitUntil(lambda: len(pane.charts.compute_curves) == 3 and not pane.charts.is_drawing(),
-                    timeout=WAIT)
+    qtbot.waitUntil(lambda: len(pane.charts.compute_curves) == 3
+                    and pane.charts.point_counts()["rss"] == 12, timeout=WAIT)
     colours = pane.charts.worker_colours()
     assert len(set(colours.values())) == 3
     for w, compute in pane.charts.compute_curves.items():
@@ -68,7 +68,7 @@ def test_thirty_two_workers_stay_apart_in_colour_and_legend(qtbot):
             "compute": {w: (x, x * (1 + w / 100)) for w in range(32)},
             "idle": {w: (x, x / 50) for w in range(32)}}
     charts.show_charts(snap)
-    qtbot.waitUntil(lambda: not charts.is_drawing(), timeout=WAIT)
+    qtbot.waitUntil(lambda: charts.point_counts()["rss"] == len(x), timeout=WAIT)
     assert len(set(charts.worker_colours().values())) == 32
     assert charts.workers_legend.columnCount == 32 // LEGEND_ROWS
 

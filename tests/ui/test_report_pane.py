@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fake_run import FakeRun
-from spacrq.blockwise.watch import NOT_MEASURED
+from spacrq.blockwise.pane import NOT_MEASURED
 from spacrq.ui.report_pane import RunReportPane
 
 
@@ -49,11 +49,11 @@ def test_finished_run_shows_block_and_worker_tables_and_copyable_text(workspace,
     pane = make_pane()
     pane.select(_key(workspace, "threshold"))
     qtbot.waitUntil(lambda: pane.worker_model.rowCount() == 3, timeout=WAIT)
-    labels = [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())]
+    labels = [pane.block_model.rows[r].cells[0] for r in range(pane.block_model.rowCount())]
     assert labels == ["round trip", "wall", "CPU", "peak RSS", "IO read", "IO write", "queued",
                       "overhead"]
     assert not pane.block_note.isVisibleTo(pane)
-    assert [pane.worker_model.cells(r)[0] for r in range(3)] == ["0", "1", "2"]
+    assert [pane.worker_model.rows[r].cells[0] for r in range(3)] == ["0", "1", "2"]
     assert "failed" in pane.heading.text() and "2 failed" in pane.heading.text()
     text = pane.text.toPlainText()
     assert text.lstrip().startswith("threshold") and "per block" in text
@@ -80,7 +80,7 @@ def test_live_charts_grow_while_a_run_progresses(workspace, make_pane, qtbot):
     assert (pane.charts.wall_curve, pane.charts.compute_curves) == curves_before  # created once
     assert "+0.1000 ms/block" in pane.charts.wall_plot.titleLabel.text
     assert "75 of 400 blocks done" in pane.heading.text()
-    assert [pane.worker_model.cells(r)[2] for r in range(3)] == ["busy"] * 3
+    assert [pane.worker_model.rows[r].cells[2] for r in range(3)] == ["busy"] * 3
 
 
 def test_drill_down_from_worker_to_blocks_to_store_record(workspace, make_pane, qtbot):
@@ -123,7 +123,7 @@ def test_unmeasured_run_says_so_instead_of_a_table_of_zeros(workspace, make_pane
     pane.select(_key(workspace, "plain"))
     qtbot.waitUntil(lambda: pane.block_note.text() == NOT_MEASURED, timeout=WAIT)
     assert pane.block_note.isVisibleTo(pane)
-    labels = [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())]
+    labels = [pane.block_model.rows[r].cells[0] for r in range(pane.block_model.rowCount())]
     assert labels == ["round trip", "queued"]  # both measured without resource tracking
 
 
@@ -155,8 +155,8 @@ def test_open_by_path_and_a_wrong_path_is_one_sentence(workspace, make_pane, qtb
     run.complete(2)
     run.finish()
     pane = make_pane()
-    pane.open_path(tmp_path / "elsewhere" / "runs.jsonl")
-    pane.open_path(tmp_path / "missing")
+    pane.open_store(tmp_path / "elsewhere" / "runs.jsonl")
+    pane.open_store(tmp_path / "missing")
     qtbot.waitUntil(lambda: pane.runs_proxy.rowCount() == 1 and pane.open_problems.isVisibleTo(pane),
                     timeout=WAIT)
     assert _tree_texts(pane)[0][0] == "outside"
@@ -184,7 +184,7 @@ def test_choosing_a_past_run_in_the_tree_shows_that_run(workspace, make_pane, qt
 def test_shutdown_stops_the_poller(workspace, make_pane, qtbot):
     pane = make_pane()
     qtbot.waitUntil(pane.poller.is_running, timeout=WAIT)
-    pane.shutdown()
+    assert pane.shutdown()
     assert not pane.poller.is_running()
 
 
@@ -203,7 +203,7 @@ def test_pane_follows_a_real_blockwise_run(workspace, make_pane, qtbot, monkeypa
     pane = make_pane()
     pane.select(_key(workspace, "real"))
     states = set()
-    pane.poller.snapshot.connect(lambda snap: states.update(r["state"] for r in snap["runs"]))
+    pane.poller.snapshot.connect(lambda snap: states.update(r.value.state for r in snap.runs))
     result = {}
     runner = threading.Thread(target=lambda: result.setdefault("run", run_blockwise([task])))
     runner.start()
@@ -215,7 +215,7 @@ def test_pane_follows_a_real_blockwise_run(workspace, make_pane, qtbot, monkeypa
     qtbot.waitUntil(lambda: pane.worker_model.rowCount() == 2 and "finished" in pane.heading.text(),
                     timeout=WAIT)
     assert "running" in states  # the pane saw it while it ran
-    labels = [pane.block_model.cells(r)[0] for r in range(pane.block_model.rowCount())]
+    labels = [pane.block_model.rows[r].cells[0] for r in range(pane.block_model.rowCount())]
     assert {"round trip", "wall", "CPU", "peak RSS"} <= set(labels)
     assert "30 of 30 blocks done" in pane.heading.text()
     qtbot.waitUntil(lambda: pane.charts.point_counts()["wall"] == 30, timeout=WAIT)
