@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `spacrq … | head` closed the pipe: not an error worth a traceback
         try:
-            sys.stdout = open(os.devnull, "w")
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (stdout for the rest of the process)
         except OSError:
             pass
         return 0

@@ -65,7 +65,7 @@ class Outcome:
     action: str
     code: Code
     message: str = ""
-    data: Mapping[str, Any] = field(default=_EMPTY)
+    data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +96,7 @@ class WatchBase:
         self._closing = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
+        self._released = False
 
     # -- the protocol -----------------------------------------------------
     def submit(self, token: int, action: str, **args: Any) -> None:
@@ -103,10 +104,10 @@ class WatchBase:
             self._inbox.append((int(token), str(action), dict(args)))
 
     def poll(self, view: Mapping[str, Any]) -> Any:
-        if self._closing.is_set():
-            return None
-        self._idle.clear()
+        self._idle.clear()  # busy before looking at the flag: a close now waits for this poll
         try:
+            if self._closing.is_set():
+                return None
             return self._poll(view)
         finally:
             self._idle.set()
@@ -114,7 +115,8 @@ class WatchBase:
     def close(self, timeout: float = 1.0) -> bool:
         self._closing.set()
         idle = self._idle.wait(max(0.0, timeout))
-        if idle:
+        if idle and not self._released:
+            self._released = True
             self._release()
         return idle
 
@@ -201,8 +203,10 @@ def diff_rows(old: Sequence[Any], new: Sequence[Any], key=_key) -> RowDiff:
     (a move up or down), become an update of the rows whose content differs.
     Only a reshuffle that is none of these resets the table.
     """
-    old_keys = [key(r) for r in old]
-    new_keys = [key(r) for r in new]
+    if key is _key:  # the usual case, without a call per row (2000 rows, every poll)
+        old_keys, new_keys = [r.key for r in old], [r.key for r in new]
+    else:
+        old_keys, new_keys = [key(r) for r in old], [key(r) for r in new]
     if old_keys == new_keys:
         changed = _changed_in_place(old, new)
         return RowDiff("update", changed) if changed else RowDiff("same")

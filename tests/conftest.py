@@ -1,4 +1,5 @@
-"""Test-wide rules: offscreen Qt, and no test leaves a child process behind."""
+"""Test-wide rules: offscreen Qt, the QApplication every Qt test runs under, and no test leaves a
+child process behind."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,14 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def qapp_cls():
+    """The application pytest-qt makes, whichever test makes it first: one that notes the
+    events it delivers, for the UI tests' GUI-thread I/O guard (tests/gui_io.py)."""
+    from gui_io import application_class
+    return application_class()
 
 
 @pytest.fixture(autouse=True)

@@ -45,7 +45,7 @@ def test_every_package_folder_ships_in_the_wheel():
 
 
 def test_this_install_finds_every_resource():
-    assert RESOURCES == (ROOT / "resources").resolve()  # the editable install maps the folder
+    assert (ROOT / "resources").resolve() == RESOURCES  # the editable install maps the folder
     assert resource_path("spacrq.svg").read_text().startswith("<svg")
     assert resource_path("spacrq.desktop").is_file()
     for size in ICON_SIZES:

@@ -28,6 +28,6 @@ def _night_report(args: argparse.Namespace) -> int:
     try:
         path = write_report(queue, args.out)
     except (OSError, RunFileError) as exc:
-        raise CliError(f"could not write the report: {exc}; choose another place with --out")
+        raise CliError(f"could not write the report: {exc}; choose another place with --out") from exc
     print(path)
     return 0

@@ -122,7 +122,7 @@ def _blockwise_part(job: Job, queue_dir: Path) -> BlockwisePart:
         part.headline = report.headline()
         # the charts of this job's run: the blocks that returned while it ran
         part.series = store_charts(store, start.timestamp() - 1.0 if start else None,
-                                   end.timestamp() + 1.0 if end else None, pace=False)
+                                   end.timestamp() + 1.0 if end else None)
     except Exception as exc:  # a damaged store is described, never fatal
         part.problem = f"its tracking store {store} could not be read: {exc}"
     return part

@@ -102,7 +102,8 @@ def verdict(night: Night) -> tuple[str, str]:
     if not parts:
         return (f"All good: every one of the {total} jobs completed and nothing is partial."
                 + crashed, "good" if not crashed else "mixed")
-    head = f"{total - sum(counts.get(k, 0) for k in ('failed', 'partial', 'skipped', 'not_run'))} of {total} jobs fully succeeded; " + ", ".join(parts)
+    short = sum(counts.get(k, 0) for k in ("failed", "partial", "skipped", "not_run"))
+    head = f"{total - short} of {total} jobs fully succeeded; " + ", ".join(parts)
     if stopped:
         head += f". Stopped: {stopped}"
     tone = "bad" if counts.get("failed") or stopped else "mixed"

@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -157,7 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def claim(root: Path) -> bool:
         other = SingleInstance(str(root), instance.folder)
         if not other.acquire():
-            other.signal_running(wait=0.0)  # one try: this runs in a slot
+            # asked from a thread of its own: a window that does not answer would hold this
+            # slot for the socket's connect timeout
+            threading.Thread(target=other.signal_running, kwargs={"wait": 0.0},
+                             name="spacrq-call-other-window", daemon=True).start()
             return False
         holder["instance"].release()
         holder["instance"] = other

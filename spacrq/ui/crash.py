@@ -8,9 +8,15 @@ window (or the night it watches) with it.  So:
 * ``sys.excepthook`` and ``threading.excepthook`` write every uncaught
   exception, with its traceback, to ``crash.log`` and tell the window, which
   shows a message naming that file (never a modal dialog: nobody is there
-  at 3 a.m. to press OK, and the next error must not queue behind it);
+  at 3 a.m. to press OK, and the next error must not queue behind it).  An
+  error in a slot is written by a short-lived writer thread, not by the GUI
+  thread it interrupted: formatting a traceback reads source files, and the
+  log may sit on a slow disk.  The writer is not a daemon, so an error raised
+  just before the process exits is still written;
 * ``faulthandler`` writes a native crash's Python stacks to ``native-crash.log``;
-* the application log ``spacrq.log`` rotates (1 MB, five old files kept).
+* the application log ``spacrq.log`` rotates (1 MB, five old files kept) and
+  is written by a thread of its own (a ``QueueListener``): a slot that logs a
+  line only hands it over, it never waits on the disk.
 
 They all live in the per-user state folder (:func:`logs_dir`), which the
 About box names.  When the home folder cannot be written, a private folder
@@ -19,6 +25,7 @@ written the records still go to stderr.
 """
 from __future__ import annotations
 
+import collections
 import faulthandler
 import logging
 import os
@@ -87,8 +94,13 @@ class CrashGuard(QObject):
         self.app_log = self.folder / LOG_NAME
         self._previous: tuple = ()
         self._native_file = None
-        self._handler: logging.Handler | None = None
+        self._handler: logging.Handler | None = None  # what the logger writes to: a queue
+        self._listener = None  # the thread writing the queued records to the log file
+        self._opener: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._later: collections.deque = collections.deque()  # records for the writer thread
+        self._later_lock = threading.Lock()
+        self._writer: threading.Thread | None = None
         self.count = 0
 
     # -- installing ---------------------------------------------------------------
@@ -107,21 +119,40 @@ class CrashGuard(QObject):
         return self
 
     def uninstall(self) -> None:
+        self.flush(5.0)
         if self._previous:
             sys.excepthook, threading.excepthook = self._previous
             self._previous = ()
         if self._handler is not None:
             log.removeHandler(self._handler)
-            self._handler.close()
-            self._handler = None
+            if self._opener is not None:
+                self._opener.join(5.0)
+            if self._listener is not None:
+                self._listener.stop()  # writes what is queued, then ends its thread
+                for handler in self._listener.handlers:
+                    handler.close()
+            self._handler = self._listener = self._opener = None
         if self._native_file is not None:
             faulthandler.disable()
             self._native_file.close()
             self._native_file = None
 
     def start_log(self) -> None:
+        """Log to ``spacrq.log`` from now on; the file is opened and written on other threads."""
         if self._handler is not None:
             return
+        import logging.handlers
+        import queue
+        records: queue.SimpleQueue = queue.SimpleQueue()
+        self._handler = logging.handlers.QueueHandler(records)
+        log.addHandler(self._handler)
+        log.setLevel(logging.INFO)
+        self._opener = threading.Thread(target=self._open_log, args=(records,), name="spacrq-log-open",
+                                        daemon=True)
+        self._opener.start()
+
+    def _open_log(self, records) -> None:
+        """Open the rotating log and start writing the queued records to it (or to stderr)."""
         import logging.handlers
         try:
             handler: logging.Handler = logging.handlers.RotatingFileHandler(
@@ -129,9 +160,8 @@ class CrashGuard(QObject):
         except OSError:
             handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        self._handler = handler
+        self._listener = logging.handlers.QueueListener(records, handler)
+        self._listener.start()
 
     def _start_faulthandler(self) -> None:
         try:
@@ -147,7 +177,34 @@ class CrashGuard(QObject):
         if issubclass(kind, KeyboardInterrupt):
             self._previous[0](kind, value, tb) if self._previous else None
             return
-        self.record(kind, value, tb, where="the window")
+        self.record_later(kind, value, tb, where="the window")
+
+    def record_later(self, kind, value, tb, where: str = "the window") -> None:
+        """:meth:`record` on the writer thread (started when there is none), so the thread
+        that met the error does not wait on the disk; records are written in order."""
+        with self._later_lock:
+            self._later.append((kind, value, tb, where))
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_later, name="spacrq-crash-log")
+                self._writer.start()
+
+    def _write_later(self) -> None:
+        while True:
+            with self._later_lock:
+                if not self._later:
+                    self._writer = None
+                    return
+                kind, value, tb, where = self._later.popleft()
+            self.record(kind, value, tb, where)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the records still to be written; True when none are."""
+        with self._later_lock:
+            writer = self._writer
+        if writer is not None:
+            writer.join(timeout)
+            return not writer.is_alive()
+        return True
 
     def _thread_hook(self, args) -> None:
         if args.exc_type is SystemExit:

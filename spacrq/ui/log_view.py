@@ -49,6 +49,10 @@ class LogView(QWidget):
 
     # -- what the operator does ----------------------------------------------
     def _operator_scrolled(self, _action: int) -> None:
+        # decided now, from where the action puts the slider: a follow-the-end still queued by
+        # the last append must not pull the view back down over the operator's scroll
+        bar = self.text.verticalScrollBar()
+        self._follow = bar.sliderPosition() >= bar.maximum() - 1
         QTimer.singleShot(0, self, self._note_position)
 
     def _note_position(self) -> None:

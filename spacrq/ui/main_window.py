@@ -1,10 +1,12 @@
 """The main window: three panes over one workspace, on screen before anything slow.
 
-Each pane is a self-contained widget ``Pane(workspace, parent)`` with a
-``shutdown()`` that stops its poller, and a ``notify`` signal carrying
-one-line messages for the status bar and the tray.  The window itself holds
-no logic: its menus press the panes' own buttons, and closing it stops the
-pollers and nothing else — runs go on.
+Each pane is a :class:`~spacrq.ui.pane_base.PaneBase` built as ``Pane(workspace)``,
+with a ``shutdown(budget)`` that stops its watch within a budget, and a
+``notify`` signal carrying one-line messages for the status bar and the tray.
+The window itself holds no logic: its menus press the panes' own buttons, and
+closing it stops the watches and nothing else — runs go on.  Closing takes at
+most :data:`SHUTDOWN_BUDGET` seconds in all, even in the middle of a heavy
+poll: a pane that does not stop in time is logged and left to end on its own.
 
 It opens with a "loading…" line in each tab and paints; only then does
 :class:`~spacrq.ui.startup.Startup` seed a new workspace, start the demo
@@ -31,6 +33,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
 from spacrq import __version__
 from spacrq.ui import startup
 from spacrq.ui.menus import MenuBar
+from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.status import running_summary
 from spacrq.workspace import Workspace
 
@@ -41,6 +44,9 @@ PANES = (
     ("Experiments", "spacrq.ui.experiments_pane:ExperimentsPane"),
 )
 log = logging.getLogger("spacrq")
+
+#: seconds closing the window may take in all: the start-up worker and every pane's watch
+SHUTDOWN_BUDGET = 1.0
 
 
 def _load(target: str):
@@ -166,16 +172,18 @@ class MainWindow(QMainWindow):
 
     def _build_pane(self, title: str, problem: Exception | None) -> None:
         target = dict(PANES)[title]
-        try:
-            if problem is not None:
-                raise problem
-            # built without a parent: one that raises half-way is dropped whole, never left
-            # as a half-made child of the window; the tab takes it over below
-            pane = _load(target)(self.workspace)
-        except Exception as exc:
-            log.exception("the %s pane could not be opened", title)
-            pane = Placeholder(f"The {title} pane could not be opened: {exc}")
+        if problem is not None:  # its module did not import (the start-up worker logged why)
+            pane = Placeholder(f"The {title} pane could not be opened: {problem}")
             pane.is_placeholder = False
+        else:
+            try:
+                # built without a parent: one that raises half-way is dropped whole, never left
+                # as a half-made child of the window; the tab takes it over below
+                pane = _load(target)(self.workspace)
+            except Exception as exc:
+                log.exception("the %s pane could not be opened", title)
+                pane = Placeholder(f"The {title} pane could not be opened: {exc}")
+                pane.is_placeholder = False
         index = [t for t, _ in PANES].index(title)
         was_current = self.tabs.currentIndex() == index
         self.tabs.blockSignals(True)
@@ -356,7 +364,9 @@ class MainWindow(QMainWindow):
         """Leave this workspace (its runs go on) and open ``workspace`` in the same window."""
         self._save_state()
         self.menus.detach_queue_pane()
-        self._stop_panes()
+        if self._startup is not None:
+            self._startup.stop(0.0)  # what it still sends is for the old workspace: ignored
+        self._stop_panes(time.monotonic() + SHUTDOWN_BUDGET)
         for pane in self.panes.values():
             pane.deleteLater()
         self.workspace = workspace
@@ -376,23 +386,42 @@ class MainWindow(QMainWindow):
             self.state.remember_workspace(self.workspace.root)
             self.state.sync()
 
-    def _stop_panes(self) -> None:
-        for pane in self.panes.values():
-            stop = getattr(pane, "shutdown", None)
-            if stop is not None:
-                stop()
+    def _stop_panes(self, deadline: float) -> bool:
+        """Stop every pane's watch by ``deadline`` (``time.monotonic()``); True when all did.
 
-    def shutdown(self) -> None:
-        """Stop every pane's poller and the start-up worker; the runs themselves go on."""
+        Every poller is told to stop first, so a pane that is slow to close
+        does not keep the others polling meanwhile."""
+        panes = [(title, pane) for title, pane in self.panes.items() if isinstance(pane, PaneBase)]
+        for _title, pane in panes:  # (a placeholder has nothing to stop)
+            if pane.poller is not None:
+                pane.poller.halt()
+        ok = True
+        for title, pane in panes:
+            if not pane.shutdown(max(0.0, deadline - time.monotonic())):
+                log.warning("the %s pane did not stop within the shutdown budget; its poll "
+                            "ends on its own (runs are not affected)", title)
+                ok = False
+        return ok
+
+    def shutdown(self, budget: float = SHUTDOWN_BUDGET) -> bool:
+        """Stop the start-up worker and every pane's watch within ``budget`` seconds; the runs
+        themselves go on.  True when everything stopped in time."""
+        deadline = time.monotonic() + max(0.0, budget)
         self._closing = True
         self._running_timer.stop()
-        for worker in (self._startup, self._opening):
-            if worker is not None:
-                worker.wait(10.0)
-        self._stop_panes()
+        workers = [w for w in (self._startup, self._opening) if w is not None]
+        for worker in workers:
+            worker.cancel()
+        ok = self._stop_panes(deadline)
+        for worker in workers:
+            if not worker.stop(max(0.0, deadline - time.monotonic())):
+                log.warning("the window's start-up work did not stop within the shutdown budget; "
+                            "it ends on its own")
+                ok = False
+        return ok
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         if not self._closing:
             self._save_state()
-        self.shutdown()
+            self.shutdown()
         super().closeEvent(event)

@@ -2,17 +2,24 @@
 
 The window paints first (title, menus, a "loading…" line per pane); then this
 worker seeds a new workspace's demo, lines up and starts the demo night when
-asked (``spacrq demo``), and imports the Qt-free core behind each pane (zarr,
-numpy, the pollers' modules: most of a pane's load time), current pane first.
-Each step is a ``step`` signal the window answers on its own thread by
-building that pane, so the window stays live while the rest load.  Nothing
-here touches a widget or imports Qt.
+asked (``spacrq demo``), and imports each pane's module, current pane first —
+with it the Qt-free core behind the pane (zarr, numpy, the watches), most of a
+pane's load time.  Importing a module only defines its classes; the GUI thread
+makes the pane's widgets when it builds the pane, so the window stays live
+while the rest load and never waits on an import.
+
+Each step is a ``step`` signal the window answers on its own thread.  The
+worker is a plain daemon thread (no Qt object of its own to leave to the
+garbage collector); :meth:`Startup.cancel` makes it stop between steps and
+:meth:`Startup.stop` waits for it within the window's shutdown budget.
+Nothing here touches a widget.
 """
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal
 
@@ -21,14 +28,7 @@ from spacrq.workspace import Workspace, open_workspace, seed_demo
 #: step names, in the order they arrive
 NOTES, DEMO, IMPORTED, OPENED, DONE = "notes", "demo", "imported", "opened", "done"
 
-#: the Qt-free modules behind each pane, imported here so the GUI thread does not wait for
-#: them.  The pane modules themselves (and pyqtgraph) are imported by the GUI thread when it
-#: builds the pane: a module that touches Qt as it loads belongs on the GUI thread.
-WARM = {
-    "Queue": ("spacrq.queue.watch", "spacrq.queue.pane_rules", "spacrq.queue.watch_rows"),
-    "Run Report": ("numpy", "zarr", "spacrq.blockwise.watch"),
-    "Experiments": ("spacrq.experiments.watch",),
-}
+log = logging.getLogger("spacrq")
 
 
 def start_demo_night(ws: Workspace) -> str:
@@ -44,7 +44,11 @@ def start_demo_night(ws: Workspace) -> str:
 
 
 class Startup(QObject):
-    """One background run of the start-up steps; ``step(name, value)`` reports each."""
+    """One background run of the start-up steps; ``step(name, value)`` reports each.
+
+    ``panes`` are ``(title, "module:Class")`` pairs: each module is imported in
+    turn and reported as ``IMPORTED (title, problem or None)``.
+    """
 
     step = Signal(str, object)
 
@@ -58,18 +62,27 @@ class Startup(QObject):
         self.demo = demo
         self.open_path = open_path
         self._thread: threading.Thread | None = None
+        self._cancelled = threading.Event()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="spacrq-startup", daemon=True)
         self._thread.start()
 
-    def wait(self, timeout: float = 10.0) -> bool:
+    def cancel(self) -> None:
+        """Stop after the step in flight, without waiting (what is left is not done)."""
+        self._cancelled.set()
+
+    def stop(self, timeout: float) -> bool:
+        """Cancel and wait up to ``timeout`` seconds; True when the worker has ended."""
+        self.cancel()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, timeout))
             return not self._thread.is_alive()
         return True
 
     def _emit(self, name: str, value: object) -> None:
+        if self._cancelled.is_set() and name != DONE:
+            return
         try:
             self.step.emit(name, value)
         except RuntimeError:  # the window went away while we worked
@@ -79,7 +92,7 @@ class Startup(QObject):
         ws = self.workspace
         if self.open_path is not None:  # the operator asked for another workspace
             try:
-                ws, notes = open_workspace(self.open_path, seed=False)
+                ws, _notes = open_workspace(self.open_path, seed=False)
             except Exception as exc:  # WorkspaceError, or anything the folder springs on us
                 self._emit(OPENED, exc)
                 self._emit(DONE, None)
@@ -90,22 +103,26 @@ class Startup(QObject):
         if ws is None:
             self._emit(DONE, None)
             return
-        if self.seed:
+        if self.seed and not self._cancelled.is_set():
             try:
                 if ws.demo_pending():
                     self._emit(NOTES, seed_demo(ws))
             except Exception as exc:
                 self._emit(NOTES, [f"the demo could not be set up: {exc}"])
-        if self.demo:
+        if self.demo and not self._cancelled.is_set():
             try:
                 self._emit(DEMO, start_demo_night(ws))
             except Exception as exc:
                 self._emit(NOTES, [f"the demo night could not be started: {exc}"])
-        for title, _target in self.panes:
+        for title, target in self.panes:
+            if self._cancelled.is_set():
+                break
             try:
-                for module in WARM.get(title, ()):
-                    importlib.import_module(module)
+                importlib.import_module(target.partition(":")[0])
                 self._emit(IMPORTED, (title, None))
             except Exception as exc:
-                self._emit(IMPORTED, (title, exc))
+                # the traceback is written here: formatting it reads source files, which the
+                # GUI thread does not do
+                log.exception("the %s pane could not be opened", title)
+                self._emit(IMPORTED, (title, exc.with_traceback(None)))
         self._emit(DONE, None)

@@ -28,13 +28,9 @@ def running_summary(panes: Mapping[str, object]) -> str:
         if tasks:
             parts.append(f"blockwise {', '.join(tasks[:3])}{' …' if len(tasks) > 3 else ''}")
     experiments = panes.get("Experiments")
-    runs = getattr(experiments, "runs", None)
-    rows = getattr(runs, "rows", None)
-    if callable(rows):
-        try:
-            live = [r.get("run_id", "?") for r in rows() if r.get("state") in RUNNING]
-        except Exception:
-            live = []
-        if live:
-            parts.append(f"experiment run {', '.join(map(str, live[:3]))}")
+    rows = getattr(getattr(experiments, "runs", None), "rows", ())  # the run table's rows
+    live = [str(row.key) for row in rows if getattr(row, "look", "") in RUNNING] \
+        if isinstance(rows, tuple) else []
+    if live:
+        parts.append(f"experiment run {', '.join(live[:3])}")
     return "Running — " + " · ".join(parts) if parts else "Nothing running"

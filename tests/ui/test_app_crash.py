@@ -37,7 +37,8 @@ def test_a_slot_that_raises_is_logged_shown_and_the_window_lives_on(qtbot, works
         window.show()
     button = QPushButton("break", window.panes["Queue"])
     button.clicked.connect(_broken_slot)
-    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(guard.crashed, timeout=5000):  # written off the GUI thread
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
 
     text = guard.crash_log.read_text()
     assert "Traceback (most recent call last)" in text and "_broken_slot" in text
@@ -49,10 +50,13 @@ def test_a_slot_that_raises_is_logged_shown_and_the_window_lives_on(qtbot, works
     assert not box.isModal()
     # the window carries on: it is shown, its panes poll, and a second error updates the same box
     assert window.isVisible()
-    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    assert window._crash_box is box and "2 unexpected errors" in box.text()
+    with qtbot.waitSignal(guard.crashed, timeout=5000):
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "2 unexpected errors" in box.text(), timeout=5000)
+    assert window._crash_box is box
     assert guard.crash_log.read_text().count("Traceback") == 2
-    assert "uncaught in the window" in guard.app_log.read_text()
+    qtbot.waitUntil(lambda: guard.app_log.is_file()  # written by the log's own thread
+                    and "uncaught in the window" in guard.app_log.read_text(), timeout=5000)
     box.close()
     window.close()
 

@@ -1,14 +1,63 @@
-"""The main window: paints first, then builds its three panes; menus press the panes' buttons."""
+"""The main window: paints first, then builds its three panes; menus press the panes' buttons;
+closes within its budget even in the middle of a heavy poll."""
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
+import pytest
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QAbstractButton, QLabel, QTabBar
 
-from spacrq.ui.main_window import PANES, MainWindow
+from spacrq.ui import main_window
+from spacrq.ui.main_window import PANES, SHUTDOWN_BUDGET, MainWindow
+from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.poller import LIVE_POLLERS
 from spacrq.ui.qt_lifetime import ADOPTED
+from spacrq.watching import WatchBase
 
 WAIT = 20_000
+
+
+class HeavyWatch(WatchBase):
+    """A poll that reads and reads (a 10-hour report, a share that answers slowly) until it is
+    interrupted — or, ``stubborn``, until the test lets it go."""
+
+    stubborn = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_poll = threading.Event()
+        self.let_go = threading.Event()
+
+    def _poll(self, view):
+        self.in_poll.set()
+        while not self.let_go.wait(0.005):
+            if self.interrupted() and not self.stubborn:
+                return None
+        return None
+
+
+class StubbornWatch(HeavyWatch):
+    stubborn = True
+
+
+class HeavyPane(PaneBase):
+    """A pane whose watch is in the middle of a heavy poll."""
+
+    watch_class = HeavyWatch
+
+    def __init__(self, workspace, parent=None) -> None:
+        super().__init__(parent)
+        self.start_watch(self.watch_class(), 0.05)
+
+    def show_snapshot(self, snapshot) -> None:
+        pass
+
+
+class StubbornPane(HeavyPane):
+    watch_class = StubbornWatch
 
 
 def open_window(qtbot, workspace, **kwargs) -> MainWindow:
@@ -179,15 +228,15 @@ def test_the_demo_night_fills_the_report_and_experiments_panes_live(qtbot, tmp_p
     def watch() -> bool:
         report, experiments = window.panes["Run Report"], window.panes["Experiments"]
         seen["task"] |= {k.rsplit("/", 1)[-1] for k, v in report._states.items() if v == "running"}
-        seen["run"] |= {r["state"] for r in experiments.runs.rows()}
+        seen["run"] |= {row.look for row in experiments.runs.rows}
         rows = window.panes["Queue"].model.rows
-        done = len(rows) == 7 and all(r.status in ("success", "failed", "skipped") for r in rows)
+        done = len(rows) == 7 and all(r.value.status in ("success", "failed", "skipped") for r in rows)
         return done and not window.panes["Queue"].runner_alive
 
     qtbot.waitUntil(watch, timeout=90_000)
     assert {"demo_smooth", "demo_threshold"} <= seen["task"], seen  # watched while running
     assert "running" in seen["run"] and "completed" in seen["run"], seen
-    statuses = {r.job_id: r.status for r in window.panes["Queue"].model.rows}
+    statuses = {r.key: r.value.status for r in window.panes["Queue"].model.rows}
     assert statuses["measure"] == "success" and statuses["fails-on-purpose"] == "failed"
     assert statuses["after-failure"] == "skipped"
     window.close()
@@ -220,3 +269,110 @@ def test_opening_another_workspace_switches_the_window_to_it(qtbot, workspace, t
     assert str(workspace.root) in state.recent_workspaces()
     window.close()
     assert not any(p.is_running() for p in LIVE_POLLERS)
+
+
+def _window_with(qtbot, workspace, monkeypatch, pane: str) -> tuple[MainWindow, HeavyWatch]:
+    monkeypatch.setattr(main_window, "PANES", PANES[:2] + (("Experiments", f"{__name__}:{pane}"),))
+    window = open_window(qtbot, workspace)
+    watch = window.panes["Experiments"].watch
+    assert watch.in_poll.wait(5.0), "the heavy poll never started"
+    return window, watch
+
+
+def test_closing_mid_poll_takes_under_a_second_and_leaves_nothing_running(qtbot, workspace,
+                                                                          monkeypatch):
+    window, watch = _window_with(qtbot, workspace, monkeypatch, "HeavyPane")
+    pollers = [p for p in LIVE_POLLERS if p.is_running()]
+    started = time.monotonic()
+    window.close()
+    took = time.monotonic() - started
+    assert took < SHUTDOWN_BUDGET, f"closing took {took:.2f}s"
+    assert not watch.let_go.is_set()  # it stopped because it was interrupted, not let go
+    assert pollers and not any(p.is_running() for p in pollers)
+
+
+@pytest.mark.parametrize("title", [title for title, _ in PANES])
+def test_closing_while_a_real_panes_poll_is_heavy_takes_under_a_second(qtbot, workspace,
+                                                                        monkeypatch, title):
+    window = open_window(qtbot, workspace)
+    pane = window.panes[title]
+    watch, inside, pause = pane.watch, threading.Event(), threading.Event()
+
+    def heavy(view):  # a long read (a 10-hour store) that looks at interrupted() between files
+        inside.set()
+        while not watch.interrupted():
+            pause.wait(0.005)
+
+    monkeypatch.setattr(watch, "_poll", heavy)
+    pane.poll_now()
+    assert inside.wait(5.0), "the heavy poll never started"
+    pollers = [p for p in LIVE_POLLERS if p.is_running()]
+    started = time.monotonic()
+    window.close()
+    took = time.monotonic() - started
+    assert took < SHUTDOWN_BUDGET, f"closing took {took:.2f}s"
+    assert len(pollers) >= 3 and not any(p.is_running() for p in pollers)
+
+
+def test_a_poll_that_will_not_stop_costs_the_budget_and_is_logged(qtbot, workspace, monkeypatch,
+                                                                  caplog):
+    window, watch = _window_with(qtbot, workspace, monkeypatch, "StubbornPane")
+    poller = window.panes["Experiments"].poller
+    caplog.set_level(logging.WARNING, logger="spacrq")
+    started = time.monotonic()
+    try:
+        assert window.shutdown() is False
+        took = time.monotonic() - started
+        assert SHUTDOWN_BUDGET * 0.9 <= took < SHUTDOWN_BUDGET + 0.5, f"shutdown took {took:.2f}s"
+        assert poller.is_running()  # left to end on its own, a daemon thread
+        assert any("Experiments pane did not stop" in r.getMessage() for r in caplog.records)
+        assert all(not p.is_running() for p in LIVE_POLLERS if p is not poller)
+    finally:
+        watch.let_go.set()
+    qtbot.waitUntil(lambda: not poller.is_running(), timeout=5000)
+    window.close()
+
+
+def test_the_start_up_worker_is_told_to_stop_and_waited_for_within_the_budget(
+        qtbot, workspace, monkeypatch):
+    from spacrq.ui import startup
+    asked = threading.Event()
+    release = threading.Event()
+
+    def slow_demo_night(ws) -> str:  # the start-up worker busy when the window closes
+        asked.set()
+        release.wait(10.0)
+        return "demo"
+
+    monkeypatch.setattr(startup, "start_demo_night", slow_demo_night)
+    window = MainWindow(workspace, demo=True)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(asked.is_set, timeout=WAIT)
+    worker = window._startup
+    started = time.monotonic()
+    try:
+        assert window.shutdown() is False  # the worker is mid-step: it cannot end in time
+        assert time.monotonic() - started < SHUTDOWN_BUDGET + 0.5
+    finally:
+        release.set()
+    assert worker.stop(5.0)  # told to stop, it ends after that step without building a pane
+    assert window.is_loaded() is False
+    window.close()
+
+
+def test_the_running_line_names_the_queues_job_the_blockwise_tasks_and_the_live_runs():
+    from pathlib import Path
+    from types import SimpleNamespace as Pane
+
+    from spacrq.ui.status import running_summary
+    from spacrq.watching import Row
+    panes = {
+        "Queue": Pane(runner={"alive": True, "current_job": "smooth"}, path=Path("night.queue.json")),
+        "Run Report": Pane(_states={"/ws/a/demo_smooth": "running", "/ws/b/done": "completed"}),
+        "Experiments": Pane(runs=Pane(rows=(Row("r1", ("r1",), look="running"),
+                                            Row("r2", ("r2",), look="completed")))),
+    }
+    assert running_summary(panes) == ("Running — night.queue.json: running smooth · "
+                                      "blockwise demo_smooth · experiment run r1")
+    assert running_summary({"Queue": Pane(runner={}), "Experiments": Pane()}) == "Nothing running"

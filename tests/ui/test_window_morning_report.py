@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from spacrq.queue.engine import run_queue
 from spacrq.queue.model import Job, Queue
@@ -44,7 +45,7 @@ def test_the_menu_writes_the_open_queues_report_off_the_gui_thread(qtbot, worksp
             action.trigger()
         written, problem = blocker.args
         assert problem == "" and written.endswith("morning-report.html")
-        page = open(written, encoding="utf-8").read()
+        page = Path(written).read_text(encoding="utf-8")
         assert "Morning report: overnight" in page and "1 failed" in page
         assert window.last_report == written
         assert path in page
