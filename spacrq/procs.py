@@ -83,9 +83,7 @@ def is_alive(pid: int | None, started: float | None = None) -> bool:
         proc = psutil.Process(int(pid))
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        if started and abs(proc.create_time() - float(started)) > 1.0:
-            return False
-        return True
+        return not (started and abs(proc.create_time() - float(started)) > 1.0)
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
 
@@ -104,7 +102,7 @@ def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = 
     out: Any = subprocess.DEVNULL
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        out = open(log_path, "ab")
+        out = open(log_path, "ab")  # noqa: SIM115 (the child inherits it; closed below once spawned)
     try:
         return subprocess.Popen(
             [str(a) for a in argv],

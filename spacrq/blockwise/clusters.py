@@ -284,11 +284,10 @@ def _check_cluster(cluster: Any, bad) -> None:
             elif key in ("queue", "account", "interface") and not _NAME.match(value):
                 bad("cluster", f"cluster {key} {_show(value)} is not a name",
                     "Give the name the batch system knows, letters, digits and ._-@+ only.")
-        elif want is list:
-            if not isinstance(value, list) or not all(
-                    isinstance(v, str) and v.strip() and _safe_text(v) for v in value):
-                bad("cluster", f"cluster job_extra_directives {_show(value)} is not a list of "
-                    "one-line options", "Give e.g. [\"--gres=gpu:1\"], one option per entry.")
+        elif want is list and (not isinstance(value, list) or not all(
+                isinstance(v, str) and v.strip() and _safe_text(v) for v in value)):
+            bad("cluster", f"cluster job_extra_directives {_show(value)} is not a list of "
+                "one-line options", "Give e.g. [\"--gres=gpu:1\"], one option per entry.")
     if kind != "local":
         for key in ("cores", "memory"):
             if key not in c:

@@ -184,7 +184,7 @@ def run_dask(run, cluster) -> None:
     try:
         from distributed.scheduler import KilledWorker
     except ImportError:  # pragma: no cover - older distributed
-        KilledWorker = RuntimeError
+        KilledWorker = RuntimeError  # noqa: N806 (the class it stands in for)
     label, extra = _label_of(cluster)
     cluster = getattr(cluster, "target", cluster)
     client, owned = _client_for(cluster)

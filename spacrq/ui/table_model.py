@@ -151,7 +151,7 @@ class RowTable(QAbstractTableModel):
             if column.tick is not None:
                 return column.tick(row, self._now)
             return row.cells[c] if c < len(row.cells) else ""
-        if role == _FOREGROUND or role == _BACKGROUND or role == _DECORATION:
+        if role in (_FOREGROUND, _BACKGROUND, _DECORATION):
             if not column.looks:
                 return None
             look = self._looks.get(row.look)

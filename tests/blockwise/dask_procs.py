@@ -48,7 +48,7 @@ class DaskProcs:
             raise
 
     def _start(self, name: str, args: list[str]) -> subprocess.Popen:
-        log = open(self.logs / f"{name}.log", "ab")
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 (handed to the child, closed after)
         try:
             return subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=log,
                                     stderr=subprocess.STDOUT, env=self.env, cwd=self.logs,
