@@ -35,7 +35,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from spacrq.queue.model import Job, Queue  # noqa: E402
 from spacrq.queue.runner import request_stop, runner_state  # noqa: E402
 from spacrq.queue.store import load_queue, save_queue  # noqa: E402
-from spacrq.ui.queue_model import QueueTableModel  # noqa: E402
+from spacrq.ui.table_model import RowTable  # noqa: E402
 from spacrq.workspace import open_workspace  # noqa: E402
 
 TICK_MS = 5
@@ -72,10 +72,11 @@ def make_queue(folder: Path, jobs: int, name: str) -> Path:
     return path
 
 
-def resetting_set_rows(self: QueueTableModel, rows) -> None:
+def resetting_set_rows(self: RowTable, rows) -> None:
     """The naive table: throw everything away and start again on every poll."""
     self.beginResetModel()
     self._rows = tuple(rows)
+    self._index = None
     self.endResetModel()
 
 
@@ -111,11 +112,11 @@ def measure(app: QApplication, ws, jobs: int, seconds: float, name: str,
     from spacrq.ui.queue_pane import QueuePane
 
     if resetting:
-        QueueTableModel.set_rows = resetting_set_rows
+        RowTable.set_rows = resetting_set_rows
     pane = QueuePane(ws)  # built once at start-up, before the window shows
     pane.resize(1280, 820)
     pane.show()
-    _wait(app, lambda: False, 0.5, shown=pane)
+    _wait(app, lambda: pane.path is not None and not pane.waiting_for(), 10, shown=pane)
     path = make_queue(ws.queues, jobs, name)
     meter = StallMeter()
     meter.start()
@@ -134,7 +135,7 @@ def measure(app: QApplication, ws, jobs: int, seconds: float, name: str,
           seconds, shown=pane)
     assert all(visible), "the pane was measured while hidden"
     meter.stop()
-    done = sum(r.status in ("success", "failed", "skipped") for r in pane.model.rows)
+    done = sum(r.value.status in ("success", "failed", "skipped") for r in pane.model.rows)
     request_stop(path, now=True)
     _wait(app, lambda: not (runner_state(path) or {}).get("alive"), 30, step_ms=100, shown=pane)
     pane.shutdown()

@@ -9,19 +9,22 @@ picks up where an interrupted one stopped.
 Modules come from spacrq's built-ins and from the entry point group
 ``spacrq.modules`` (each entry point names a :class:`ModuleSpec`), and, when
 spaCR is installed, from spaCR's own registry.  Loading is lazy: listing
-modules never imports a heavy pipeline.
+modules never imports a heavy pipeline.  Both listing (entry points, spaCR)
+and describing a module (importing it) touch the disk, so a window asks its
+watch to do them, never a slot.
 """
 from __future__ import annotations
 
 import functools
 import importlib
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from spacrq.problems import Problem
 
-__all__ = ["ModuleSpec", "RunContext", "ModuleError", "BUILTIN_MODULES", "ENTRY_POINT_GROUP",
-           "registry", "resolve_module", "load_target"]
+__all__ = ["ModuleSpec", "ModuleInfo", "RunContext", "ModuleError", "BUILTIN_MODULES",
+           "ENTRY_POINT_GROUP", "registry", "resolve_module", "describe_module", "load_target"]
 
 ENTRY_POINT_GROUP = "spacrq.modules"
 
@@ -125,7 +128,6 @@ def load_target(target: str) -> Any:
 def _entry_points() -> dict[str, str]:
     """Installed ``spacrq.modules`` entry points, scanned once per process
     (``_entry_points.cache_clear()`` rescans after an install)."""
-    from importlib.metadata import entry_points
     found: dict[str, str] = {}
     try:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -173,6 +175,32 @@ def resolve_module(name: str, names: Mapping[str, str] | None = None) -> ModuleS
         raise ModuleError(f"{target} is a {type(spec).__name__}, not a spacrq ModuleSpec; "
                           "point the entry point at a ModuleSpec object")
     return spec
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What the job editor shows about a module: a line saying what it does, its settings."""
+
+    name: str
+    description: str
+    keys: tuple[str, ...]
+    settings_help: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def about(self) -> str:
+        return f"{self.description or self.name} — settings: {', '.join(self.keys) or 'none'}"
+
+
+def describe_module(name: str, names: Mapping[str, str] | None = None) -> ModuleInfo | None:
+    """The :class:`ModuleInfo` of ``name`` (imports the module), None when there is none.
+
+    :raises ModuleError: when the module is registered but cannot be loaded.
+    """
+    spec = resolve_module(name, names)
+    if spec is None:
+        return None
+    return ModuleInfo(spec.name, spec.description, tuple(sorted(spec.defaults)),
+                      tuple(sorted((str(k), str(v)) for k, v in spec.settings_help.items())))
 
 
 def module_names(names: Iterable[str] | None = None) -> list[str]:

@@ -26,7 +26,7 @@ from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, logs_dir, open_queue
-from spacrq.queue.validate import plan, validate_queue
+from spacrq.queue.validate import add_checked, plan, validate_queue
 
 
 def _load(path: str) -> Queue:
@@ -101,7 +101,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     held = []
 
     def add(queue: Queue) -> None:
-        queue.add(job)
+        add_checked(queue, job)
         held.append(runner_holds(logs_dir(path)))
 
     queue = _edit(path, add, create=Queue(name=Path(path).name.split(".")[0] or "queue"))

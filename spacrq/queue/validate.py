@@ -14,14 +14,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from spacrq.modules import BUILTIN_MODULES, ModuleError, ModuleSpec, registry, resolve_module
+from spacrq.modules.spacr import is_spacr
 from spacrq.problems import ERROR, WARNING, Problem, format_problems
-from spacrq.queue.model import STATUS_PENDING, Job, Queue, id_problem
+from spacrq.queue.model import (STATUS_PENDING, Job, Queue, QueueError, dependency_problems,
+                                id_problem, refusal_of)
 from spacrq.queue.settings import SettingsError, resolve_settings
 
-__all__ = ["Modules", "resolve_job_settings", "validate_job", "validate_queue", "plan"]
+__all__ = ["Modules", "resolve_job_settings", "validate_job", "validate_queue", "add_checked",
+           "plan"]
 
 
 class Modules:
@@ -59,7 +63,6 @@ class Modules:
 
 
 def _open_keys(spec: ModuleSpec) -> bool:
-    from spacrq.modules.spacr import is_spacr
     return bool(is_spacr(spec)) or not spec.defaults
 
 
@@ -135,7 +138,7 @@ def validate_job(job: Job, queue: Queue | None = None,
         problems.append(Problem(jid, ERROR, bad_id, "Give the job an id made of letters, "
                                 "digits, '-' and '_' (or delete the \"id\" field to have one "
                                 "made up)."))
-    deps = _dependency_problems(job, queue, positions)
+    deps = dependency_problems(job, queue, positions)
     try:
         spec = modules.spec(job.module)
     except ModuleError as exc:
@@ -172,32 +175,6 @@ def validate_job(job: Job, queue: Queue | None = None,
     return problems + deps
 
 
-def _dependency_problems(job: Job, queue: Queue | None,
-                         positions: dict[str, int] | None) -> list[Problem]:
-    if queue is None:
-        return []
-    if positions is None:
-        positions = {}
-        for i, other in enumerate(queue.jobs):
-            positions.setdefault(other.id, i)
-    jid = job.id or job.default_label()
-    here = positions.get(job.id, len(queue.jobs))
-    problems = []
-    for dep in job.depends_on:
-        if dep == job.id:
-            problems.append(Problem(jid, ERROR, f"job {jid!r} depends on itself",
-                                    "Remove it from its own 'after' list."))
-        elif dep not in positions:
-            known = ", ".join(i for i in queue.ids if i != job.id)[:300] or "(no other jobs)"
-            problems.append(Problem(jid, ERROR, f"it runs after {dep!r}, which is not a job in "
-                                    "this queue", f"Use one of: {known}."))
-        elif positions[dep] > here:
-            problems.append(Problem(jid, ERROR, f"it runs after {dep!r}, which comes later in "
-                                    "the queue, so it would always be skipped",
-                                    f"Move {dep!r} above {jid!r}, or drop the dependency."))
-    return problems
-
-
 def _cycle_problems(queue: Queue) -> list[Problem]:
     """Dependency cycles (iterative depth-first search; a 2000-deep chain is fine)."""
     by_id = {job.id: job for job in queue.jobs}
@@ -232,8 +209,31 @@ def _cycle_problems(queue: Queue) -> list[Problem]:
     return problems
 
 
-def validate_queue(queue: Queue, modules: Modules | None = None) -> list[Problem]:
-    """Every job's problems and the queue's own (shared ids, cycles, empty), all at once."""
+def add_checked(queue: Queue, job: Job, modules: Modules | None = None) -> list[Problem]:
+    """Check ``job`` as :func:`validate_job` does, then add it: what ``queue add`` does.
+
+    :returns: the warnings it was added with.
+    :raises QueueError: every error found, each with its fix; nothing is added.
+    """
+    if not job.id:
+        job.id = queue.mint_id(job.module)
+    if not job.label:
+        job.label = job.default_label()
+    problems = validate_job(job, queue, modules)
+    errors = [p for p in problems if p.is_error]
+    if errors:
+        raise QueueError(refusal_of(job, errors))
+    queue.add(job)
+    return problems
+
+
+def validate_queue(queue: Queue, modules: Modules | None = None,
+                   stop: Callable[[], bool] | None = None) -> list[Problem]:
+    """Every job's problems and the queue's own (shared ids, cycles, empty), all at once.
+
+    ``stop`` is asked between jobs: a window closing mid-check gets what was
+    found so far at once instead of waiting for 2000 jobs.
+    """
     if not queue.jobs:
         return [Problem("", WARNING, "the queue is empty, so nothing would run",
                         "Add a job (spacrq queue add FILE MODULE …) before running it.")]
@@ -250,6 +250,8 @@ def validate_queue(queue: Queue, modules: Modules | None = None) -> list[Problem
                                     "Job ids must be unique: rename all but one."))
     problems.extend(_cycle_problems(queue))
     for job in queue.jobs:
+        if stop is not None and stop():
+            break
         problems.extend(validate_job(job, queue, modules, positions))
     return problems
 

@@ -2,50 +2,42 @@
 
 A mixin of :class:`spacrq.ui.queue_pane.QueuePane`, kept apart so the pane
 itself stays about layout and snapshots.  Every edit first asks
-:func:`spacrq.queue.pane_rules.edit_refusal`: while a runner owns the file the
+:func:`spacrq.queue.pane.edit_refusal`: while a runner owns the file the
 editor refuses with a sentence instead of writing over the night's state.
-Saving is done by the poller thread (a 2000-job save is fsync'd); the answer
-comes back as an :class:`~spacrq.queue.watch_actions.ActionResult`.
+Whatever reads or writes a file — checking a job about to be added (its
+settings file, its paths, its module), saving, choosing a name, opening — is
+asked of the watch, and its outcome comes back through the pane.
 """
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog
 
-from spacrq.queue.model import Queue
-from spacrq.queue.validate import validate_job
-from spacrq.queue.pane_rules import edit_refusal
-from spacrq.queue.watch_rows import rows_of
+from spacrq.queue.model import Job, Queue
+from spacrq.queue.pane import edit_refusal, rows
+from spacrq.watching import Code, Outcome
 
 
 class QueueEditing:
-    """The editing half of the Queue pane (needs the pane's widgets and poller)."""
+    """The editing half of the Queue pane (needs the pane's widgets and watch)."""
 
     def _watch_file(self, path: Path) -> None:
         self._switch_to(Path(path), dirty=False)
-        self.log.restart("", "")
+        self.log.restart("", "", "Log: select a job, or run the queue to follow the running one.")
         self.problems.show_problems([], self.path.name)
 
-    def _new_document(self) -> None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M")
-        n, path = 1, self.workspace.queues / f"queue-{stamp}.queue.json"
-        while path.exists():
-            n += 1
-            path = self.workspace.queues / f"queue-{stamp}-{n}.queue.json"
-        self._switch_to(path, dirty=True)
-
     def _switch_to(self, path: Path, dirty: bool) -> None:
-        """Show ``path``: an empty queue named after it until the poller has read the file."""
+        """Show ``path``: an empty queue named after it until the watch has read the file."""
         self.path = path
         self.queue = Queue(name=path.name.split(".")[0])
         self.dirty = dirty
         self._on_disk = False
         self._adopt_options_back()
-        self.model.set_rows(())
-        self.poller.request(path=str(path), log_job="", reload=time.monotonic())
+        self.show_rows(())
+        self.set_view(path=str(path), log_job="", reload=time.monotonic())
+        self._update_controls()
 
     def _adopt(self, queue: Queue) -> None:
         """Make the file's queue the document (nothing unsaved is lost: only when clean)."""
@@ -58,7 +50,7 @@ class QueueEditing:
         self.dirty = True
         self._generation += 1
         self._discard_armed = False
-        self.model.set_rows(rows_of(self.queue))
+        self.show_rows(rows(self.queue.jobs, self.model.rows))
         if keep_selection is not None:
             self._select_ids(keep_selection)
         self._update_controls()
@@ -72,23 +64,48 @@ class QueueEditing:
 
     # -- editing ------------------------------------------------------------------
 
-    def add_job_from_editor(self) -> None:
+    def add_job_from_editor(self) -> int | None:
+        """Check the editor's job on the watch; it joins the queue when the check passes.
+
+        :returns: the token of the check, None when the job was refused at once.
+        """
         if self._refused("add a job"):
-            return
+            return None
+        if self._checking:
+            self.show_message("info", "Still checking the last job; press Enter again once it "
+                                      "is added.")
+            return None
         job, problem = self.editor.job()
         if job is None:
             self.show_message("error", f"Job not added: {problem}.")
-            return
+            return None
         job.id = self.queue.mint_id(job.module)
         if not job.label:
             job.label = job.default_label()
-        problems = validate_job(job, self.queue)
-        errors = [p for p in problems if p.is_error]
-        if errors:
-            self.problems.show_problems(problems, f"the new {job.module} job")
-            self.show_message("error", f"Job not added: {errors[0].message} — {errors[0].fix}"
-                              + (f" ({len(errors) - 1} more below)" if len(errors) > 1 else ""))
+        self._checking = self.ask("check_job", job=job.to_dict(), document=self.queue.to_dict())
+        self.show_message("info", f"Checking {job.id}…")
+        self._update_controls()
+        return self._checking
+
+    def _job_checked(self, outcome: Outcome) -> None:
+        """The watch's answer about the job being added: add it, or say why not."""
+        if outcome.token != self._checking:
             return
+        self._checking = 0
+        problems = list(outcome.data.get("problems", ()))
+        job = Job.from_dict(outcome.data["job"])
+        if outcome.code is not Code.DONE:
+            errors = [p for p in problems if p.is_error]
+            self.problems.show_problems(problems, f"the new {job.module} job")
+            more = f" ({len(errors) - 1} more below)" if len(errors) > 1 else ""
+            self.show_message("error", f"Job not added: {outcome.message}{more}")
+            self._update_controls()
+            return
+        if self._refused("add a job"):
+            self._update_controls()
+            return
+        if self.queue.find(job.id) is not None:  # the document changed while it was checked
+            job.id = self.queue.mint_id(job.module)
         self.queue.add(job, validate=False)
         self._edited([job.id])
         self.editor.clear_for_next()
@@ -149,9 +166,19 @@ class QueueEditing:
         for widget in (self.on_error, self.max_failures):
             widget.blockSignals(False)
 
+    def edit_selected(self) -> None:
+        """Edit… the one selected job in its file (a waiting job; the watch makes the change)."""
+        ids = self.selected_ids()
+        job = self.queue.find(ids[0]) if len(ids) == 1 else None
+        if job is None:
+            self.show_message("warning", "Select one job of this queue to edit it.")
+            return
+        earlier = [other.id for other in self.queue.jobs[:self.queue.index(job.id)]]
+        self.job_edits.open(job, earlier)
+
     def _row_double_clicked(self, index) -> None:
-        row = self.model.row_at(index.row())
-        job = self.queue.find(row.job_id) if row else None
+        key = self.model.key_at(self.sorting.source_row(index))
+        job = self.queue.find(key) if key is not None else None
         if job is not None:
             self.editor.fill_from(job)
             self.show_message("info", f"{job.id} is in the editor: change what differs and "
@@ -160,15 +187,14 @@ class QueueEditing:
     # -- files --------------------------------------------------------------------
 
     def save(self) -> bool:
-        """Ask the poller to write the document; refused while a runner owns the file.
+        """Ask the watch to write the document; refused while a runner owns the file.
 
-        :returns: True when the save was asked (its outcome arrives as a snapshot).
+        :returns: True when the save was asked (its outcome arrives later).
         """
         if self._refused("save the queue") or self.path is None:
             return False
-        self._token += 1
-        self._saving = (self._token, self._generation)
-        self.poller.request(save=(self._token, self.queue.to_dict()))
+        token = self.ask("save", path=str(self.path), document=self.queue.to_dict())
+        self._saving = (token, self._generation)
         return True
 
     def save_as(self, path: str | Path) -> bool:
@@ -180,18 +206,17 @@ class QueueEditing:
         self.path = path
         self.queue.name = path.name.split(".")[0]
         self.runner = {}
-        self._token += 1
-        self._saving = (self._token, self._generation)
-        self.poller.request(path=str(path), log_job="", reload=time.monotonic(),
-                            save=(self._token, self.queue.to_dict()))
+        self.set_view(path=str(path), log_job="", reload=time.monotonic())
+        token = self.ask("save", path=str(path), document=self.queue.to_dict())
+        self._saving = (token, self._generation)
         self._update_controls()
         return True
 
     def open_queue(self, path: str | Path) -> bool:
-        """Show the queue in ``path`` (live, if it is running).
+        """Ask to show the queue in ``path`` (live, if it is running).
 
         Unsaved edits are not thrown away silently: the first Open says so,
-        and a second Open confirms.
+        and a second Open confirms.  :returns: True when the open was asked.
         """
         if self.dirty and self.queue.jobs and not self._discard_armed:
             self._discard_armed = True
@@ -199,11 +224,16 @@ class QueueEditing:
                                          "Open again to discard them.")
             return False
         self._discard_armed = False
+        self.ask("open", path=str(path))
+        return True
+
+    def _opened(self, outcome: Outcome) -> None:
+        if not outcome.ok:
+            self.show_message("error", f"Not opened: {outcome.message}")
+            return
         self.runner = {}
         self.clear_message()
-        self._watch_file(Path(path))
-        self._update_controls()
-        return True
+        self._watch_file(Path(outcome.data["path"]))
 
     def _new_clicked(self) -> None:
         if self.dirty and self.queue.jobs and not self._discard_armed:
@@ -212,10 +242,13 @@ class QueueEditing:
                                          "New again to discard them.")
             return
         self._discard_armed = False
+        self.ask("new_name", folder=str(self.workspace.queues))
+
+    def _named(self, outcome: Outcome) -> None:
+        """A fresh name for a new queue came back: start the new, empty document."""
         self.runner = {}
         self.clear_message()
-        self._new_document()
-        self._update_controls()
+        self._switch_to(Path(outcome.data["path"]), dirty=True)
 
     def _open_clicked(self) -> None:
         if self.dirty and self.queue.jobs and not self._discard_armed:

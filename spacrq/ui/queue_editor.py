@@ -4,6 +4,11 @@ It only reads its fields and turns them into a :class:`~spacrq.queue.model.Job`
 (or one sentence saying which field is wrong); adding the job to the queue,
 and refusing to while a runner owns the file, is the pane's business.
 Enter in any text field adds the job, so a dozen jobs are typed, not clicked.
+
+It never looks a module up itself: listing the installed modules scans entry
+points and describing one imports it, so the pane's watch does both and the
+editor shows what comes back (:meth:`JobEditor.set_modules`,
+:meth:`JobEditor.show_description`), "checking…" meanwhile.
 """
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout,
                                QLabel, QLineEdit, QPushButton, QSpinBox, QToolButton, QWidget)
 
-from spacrq.modules import ModuleError, registry, resolve_module
+from spacrq.modules import BUILTIN_MODULES, ModuleInfo
 from spacrq.queue.model import Job
-from spacrq.queue.pane_rules import parse_after, parse_overrides, parse_timeout
+from spacrq.queue.pane import parse_after, parse_overrides, parse_timeout
 
 
 #: module -> (its main setting, field caption, hint): typed straight into the
@@ -32,12 +37,15 @@ class JobEditor(QGroupBox):
 
     #: Enter pressed or Add clicked
     submitted = Signal()
+    #: the module chosen has not been described yet (its name)
+    describe_wanted = Signal(str)
 
     def __init__(self, settings_folder: str = "", parent: QWidget | None = None) -> None:
         super().__init__("Add a job", parent)
         self._settings_folder = settings_folder
+        self._described: dict[str, tuple[str, str]] = {}
         self.module = QComboBox()
-        self.module.addItems(sorted(registry()))
+        self.module.addItems(sorted(BUILTIN_MODULES))  # the installed ones arrive from the watch
         self.module.setToolTip("What the job runs; modules come from spacrq and installed plugins.")
         self.about = QLabel()
         self.about.setWordWrap(True)
@@ -111,8 +119,23 @@ class JobEditor(QGroupBox):
             self.module.setCurrentText("command")
         self._describe(self.module.currentText())
 
+    def set_modules(self, names) -> None:
+        """Offer every installed module (found by the watch), keeping the one chosen."""
+        names = sorted(set(names))
+        current = self.module.currentText()
+        if names == [self.module.itemText(i) for i in range(self.module.count())]:
+            return
+        self.module.blockSignals(True)
+        self.module.clear()
+        self.module.addItems(names)
+        if current in names:
+            self.module.setCurrentText(current)
+        self.module.blockSignals(False)
+        if self.module.currentText() != current:
+            self._describe(self.module.currentText())
+
     def _describe(self, name: str) -> None:
-        """Show what the module does and which settings it takes."""
+        """Show what the module does and which settings it takes (asked of the watch once)."""
         main = MAIN_SETTING.get(name)
         self.main_label.setVisible(main is not None)
         self.main.setVisible(main is not None)
@@ -120,19 +143,30 @@ class JobEditor(QGroupBox):
             self.main_label.setText(main[1])
             self.main.setPlaceholderText(main[2])
             self.main.setToolTip(main[2])
-        try:
-            spec = resolve_module(name) if name else None
-        except ModuleError as exc:
-            self.about.setText(str(exc))
-            self.overrides.setToolTip("")
-            return
-        if spec is None:
+        if not name:
             self.about.setText("")
             return
-        keys = ", ".join(sorted(spec.defaults)) or "none"
-        self.about.setText(f"{spec.description or spec.name} — settings: {keys}")
-        self.overrides.setToolTip("\n".join(f"{k}: {v}" for k, v in sorted(spec.settings_help.items()))
-                                  or "key=value pairs applied on top of the settings file")
+        if name in self._described:
+            self._show_described(name)
+            return
+        self.about.setText(f"{name}: checking…")
+        self.describe_wanted.emit(name)
+
+    def show_description(self, module: str, info: ModuleInfo | None, problem: str = "") -> None:
+        """What the watch found about ``module``: its description, or why it cannot load."""
+        if info is not None:
+            tips = "\n".join(f"{k}: {v}" for k, v in info.settings_help)
+            self._described[module] = (info.about, tips or "key=value pairs applied on top of "
+                                                           "the settings file")
+        else:
+            self._described[module] = (problem, "")
+        if self.module.currentText() == module:
+            self._show_described(module)
+
+    def _show_described(self, name: str) -> None:
+        about, tips = self._described[name]
+        self.about.setText(about)
+        self.overrides.setToolTip(tips)
 
     def _choose_settings(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Settings for this job", self._settings_folder,

@@ -3,16 +3,19 @@
 The pane edits a queue document in memory and saves it to a file in the
 workspace; the runner is a separate, detached process (``spacrq queue run``)
 that owns the file while it runs.  Everything the pane shows about a run
-comes from files, read by one poller thread (:class:`spacrq.queue.watch.
-QueueWatch`), so closing the window never stops the night and reopening it
-shows the run live again.  Editing lives in :mod:`spacrq.ui.queue_editing`,
-the run controls in :mod:`spacrq.ui.queue_running`; this module lays the
-pane out and routes what the poller found.
+comes from files, read by its watch (:class:`spacrq.queue.watch.QueueWatch`)
+on the poller thread, so closing the window never stops the night and
+reopening it shows the run live again.  Editing lives in
+:mod:`spacrq.ui.queue_editing`, the run controls in
+:mod:`spacrq.ui.queue_running`; which control is live is decided by
+:func:`spacrq.queue.pane.controls`; this module lays the pane out and routes
+what the watch found.
 
 Rules the pane keeps:
 
-* the GUI thread never reads a file it does not have to: loading, journal
-  tailing, log tailing and validation all run on the poller;
+* the GUI thread reads no file: choosing the queue to show, loading, journal
+  and log tailing, checking a job before it is added, validation, saving
+  and starting the runner all go through the watch;
 * while a runner is alive the editor refuses every change with a sentence —
   a save would overwrite the file the runner is writing;
 * errors are shown in the message line above the table, never in a modal
@@ -20,26 +23,29 @@ Rules the pane keeps:
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
                                QWidget)
 
 from spacrq.queue.model import Queue
-from spacrq.queue.pane_rules import PaneState, controls_for, queue_to_open
+from spacrq.queue.pane import (COL_AFTER, COL_JOB, COL_LABEL, COL_LOG, COL_MODULE, COL_NUMBER,
+                               COL_STATUS, COL_TIME, COLUMNS, STATUS_LOOK, PaneState, controls,
+                               progress, time_text)
 from spacrq.queue.watch import QueueSnapshot, QueueWatch
-from spacrq.queue.watch_rows import progress_of
-from spacrq.ui.poller import Poller
+from spacrq.ui.log_view import LogView
+from spacrq.ui.pane_base import SHUTDOWN_BUDGET, PaneBase
 from spacrq.ui.queue_editing import QueueEditing
+from spacrq.ui.drops import QueueDrops
 from spacrq.ui.queue_editor import JobEditor
-from spacrq.ui.queue_model import (COL_AFTER, COL_JOB, COL_LABEL, COL_LOG, COL_MODULE,
-                                   COL_NUMBER, COL_STATUS, COL_TIME, QueueTableModel,
-                                   StatusDelegate)
-from spacrq.ui.queue_panels import DoneBar, LogView, ProblemsPanel
+from spacrq.ui.queue_job_edit import JobEditing
+from spacrq.ui.queue_panels import DoneBar, ProblemsPanel
 from spacrq.ui.queue_running import QueueRunning
+from spacrq.ui.queue_sorting import QueueSorting
+from spacrq.ui.table_model import Column, LookDelegate, RowTable
+from spacrq.watching import Outcome
 
 POLL_SECONDS = 0.5
 _UNSET = object()
@@ -49,6 +55,23 @@ _MESSAGE_STYLE = {
     "warning": "background:#ffe8a3; color:#4d3300; border:1px solid #e0c070;",
     "info": "background:#dbe8fb; color:#0b2d66; border:1px solid #a9c1e8;",
 }
+
+
+def _time_cell(row, now: float) -> str:
+    return time_text(row.value, now)
+
+
+def table_columns() -> tuple[Column, ...]:
+    """The queue table's columns: "#" and "Time" right-aligned, "Status" coloured, "Time" ticks."""
+    made = []
+    for i, (title, tip) in enumerate(COLUMNS):
+        made.append(Column(title, tip, right=i in (COL_NUMBER, COL_TIME),
+                           looks=i == COL_STATUS, tick=_time_cell if i == COL_TIME else None))
+    return tuple(made)
+
+
+def _ticking(row) -> bool:
+    return row.look == "running"
 
 
 def _button_row(*buttons: tuple[str, str]) -> tuple[QHBoxLayout, list[QPushButton]]:
@@ -63,12 +86,13 @@ def _button_row(*buttons: tuple[str, str]) -> tuple[QHBoxLayout, list[QPushButto
     return row, made
 
 
-class QueuePane(QueueEditing, QueueRunning, QWidget):
+class QueuePane(QueueEditing, QueueRunning, PaneBase):
     """One queue file at a time: its editor, its table, its run controls and its log."""
 
-    notify = Signal(str)
     #: the queue file whose runner just ended (its morning report is written)
     queue_ended = Signal(str)
+    #: every outcome of an action asked of the watch (for widgets that asked one)
+    answered = Signal(object)
 
     def __init__(self, workspace, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -77,30 +101,24 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         self.path: Path | None = None
         self.dirty = False
         self.runner: dict = {}
-        self._token = 0  # numbers every request to the poller
         self._validate_token = 0
+        self._checking = 0  # the token of the job being checked before it is added
         self._generation = 0  # counts edits, so a save knows whether it saved the latest
         self._saving: tuple[int, int] | None = None
         self._discard_armed = False
-        self._watch = QueueWatch()
         self._shown: dict = {}
-        self._on_disk = False  # the queue file exists (known from the poller, never a stat here)
+        self._on_disk = False  # the queue file exists (known from the watch, never a stat here)
         self._own_write = False
+        self._load_message = False  # the message line shows the file's load error
+        self._progress = progress(())  # counts the rows shown
 
         self._build()
-        self.poller = Poller(self._watch.poll, POLL_SECONDS, self)
-        self.poller.snapshot.connect(self._on_snapshot)
-        self.poller.error.connect(lambda text: self.show_message("error", f"Reading the queue failed: {text}"))
         self.clock = QTimer(self)
         self.clock.setInterval(1000)
         self.clock.timeout.connect(self._tick)
-
-        first = queue_to_open(workspace.queues)
-        if first is not None:
-            self._watch_file(first)
-        else:
-            self._new_document()
-        self.poller.start()
+        self.start_watch(QueueWatch(), POLL_SECONDS)
+        self.ask("choose_queue", folder=str(workspace.queues))
+        self.ask("describe", module=self.editor.module.currentText())
         self._update_controls()
 
     # -- layout -------------------------------------------------------------------
@@ -118,9 +136,10 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
 
         self.editor = JobEditor(str(self.workspace.root))
 
-        edits, (self.duplicate_button, self.remove_button, self.up_button, self.down_button,
-                self.validate_button) = _button_row(
+        edits, (self.duplicate_button, self.edit_button, self.remove_button, self.up_button,
+                self.down_button, self.validate_button) = _button_row(
             ("Duplicate", "Add a never-run copy of the selected job(s)."),
+            ("Edit…", "Change a waiting job's settings, overrides, after, timeout or label."),
             ("Remove", "Remove the selected job(s); jobs after them stop depending on them."),
             ("Move up", "Run the selected job(s) earlier."),
             ("Move down", "Run the selected job(s) later."),
@@ -149,7 +168,8 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         self.message.setContentsMargins(6, 3, 6, 3)
         self.message.hide()
 
-        self.model = QueueTableModel(self)
+        self.model = RowTable(table_columns(), looks=STATUS_LOOK, bold_looks=("running",),
+                              parent=self)
         self.table = QTableView()
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -159,7 +179,8 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.setAlternatingRowColors(True)
         self.table.setWordWrap(False)
-        self.table.setItemDelegateForColumn(COL_STATUS, StatusDelegate(self.table))
+        self.table.setItemDelegateForColumn(COL_STATUS, LookDelegate(self.table))
+        self.sorting = QueueSorting(self.table, self.model, COL_NUMBER, self)
         header = self.table.horizontalHeader()
         header.setHighlightSections(False)
         for col, width in ((COL_NUMBER, 40), (COL_JOB, 130), (COL_MODULE, 90), (COL_AFTER, 120),
@@ -187,6 +208,7 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
 
         self.problems = ProblemsPanel()
         self.log = LogView()
+        self.log.set_title("Log: select a job, or run the queue to follow the running one.")
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.problems)
         bottom.addWidget(self.log)
@@ -197,6 +219,7 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         top_layout.setContentsMargins(0, 0, 0, 0)
         top_layout.addLayout(edits)
         top_layout.addWidget(self.message)
+        top_layout.addWidget(self.sorting.banner)
         top_layout.addWidget(self.table, 1)
         top_layout.addLayout(runs)
         top_layout.addLayout(status)
@@ -213,11 +236,17 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         layout.addWidget(split, 1)
 
         self.editor.submitted.connect(self.add_job_from_editor)
+        self.editor.describe_wanted.connect(lambda name: self.ask("describe", module=name))
         self.new_button.clicked.connect(self._new_clicked)
         self.open_button.clicked.connect(self._open_clicked)
         self.save_button.clicked.connect(self.save)
         self.save_as_button.clicked.connect(self._save_as_clicked)
         self.duplicate_button.clicked.connect(self.duplicate_selected)
+        self.edit_button.clicked.connect(self.edit_selected)
+        self.job_edits = JobEditing(self, self.ask)
+        self.job_edits.edited.connect(lambda _job_id, text: self.show_message("info", text))
+        self.sorting.sorted_changed.connect(lambda _sorted: self._update_controls())
+        self.drops = QueueDrops(self, self.editor)
         self.remove_button.clicked.connect(self.remove_selected)
         self.up_button.clicked.connect(lambda: self.move_selected(-1))
         self.down_button.clicked.connect(lambda: self.move_selected(+1))
@@ -240,52 +269,59 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
         return bool(self.runner.get("alive"))
 
     def selected_rows(self) -> list[int]:
-        return sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        """The selected rows, in run order, whatever column the view is sorted by."""
+        return self.sorting.selected_rows()
 
     def selected_ids(self) -> list[str]:
-        return [self.model.rows[i].job_id for i in self.selected_rows() if i < len(self.model.rows)]
+        return [str(self.model.key_at(i)) for i in self.selected_rows()
+                if self.model.key_at(i) is not None]
 
     def show_message(self, level: str, text: str) -> None:
         """One line above the table; errors never open a dialog."""
+        self._load_message = False
         self.message.setStyleSheet(_MESSAGE_STYLE.get(level, _MESSAGE_STYLE["info"]))
         self.message.setText(text)
         self.message.setVisible(bool(text))
 
     def clear_message(self) -> None:
+        self._load_message = False
         self.message.clear()
         self.message.hide()
 
     def _update_controls(self) -> None:
-        state = PaneState(runner_alive=self.runner_alive,
-                          stop_asked=bool(self.runner.get("stop")),
-                          has_path=self._on_disk,
-                          dirty=self.dirty, rows=self.model.rows,
-                          selected=tuple(self.selected_rows()))
-        c = controls_for(state)
-        for widget, on in ((self.editor, c.add), (self.duplicate_button, c.duplicate),
-                           (self.remove_button, c.remove), (self.up_button, c.move_up),
-                           (self.down_button, c.move_down), (self.validate_button, c.validate),
-                           (self.save_button, c.save), (self.save_as_button, c.edit_options),
-                           (self.new_button, c.edit_options),
-                           (self.run_button, c.run), (self.stop_button, c.stop),
-                           (self.abort_button, c.abort), (self.resume_button, c.resume),
-                           (self.retry_button, c.retry_failed), (self.on_error, c.edit_options),
-                           (self.max_failures, c.edit_options)):
-            self._show(widget, "setEnabled", on)
-        done, total, counts = progress_of(self.model.rows)
-        self.progress.set_done(done, total)
-        order = ("running", "succeeded", "partial", "failed", "skipped", "not run", "pending")
-        self._show(self.counts_label, "setText",
-                   "  ·  ".join(f"{counts[w]} {w}" for w in order if counts.get(w)))
-        name = self.path.name if self.path else "(new queue)"
+        selected = tuple(self.selected_rows())
+        picked = tuple(self.model.rows[i].value for i in selected if i < len(self.model.rows))
+        state = PaneState(runner_alive=self.runner_alive, runner_pid=self.runner.get("pid"),
+                          stop_asked=bool(self.runner.get("stop")), on_disk=self._on_disk,
+                          dirty=self.dirty, progress=self._progress, selected=selected,
+                          picked=picked, checking=bool(self._checking),
+                          sorted=not self.sorting.in_run_order())
+        c = controls(state)
+        for widget, button in ((self.editor, c.editor), (self.editor.add_button, c.add),
+                               (self.duplicate_button, c.duplicate), (self.edit_button, c.edit),
+                               (self.remove_button, c.remove), (self.up_button, c.move_up),
+                               (self.down_button, c.move_down),
+                               (self.validate_button, c.validate), (self.open_button, c.open),
+                               (self.save_button, c.save), (self.save_as_button, c.save_as),
+                               (self.new_button, c.new), (self.run_button, c.run),
+                               (self.stop_button, c.stop), (self.abort_button, c.abort),
+                               (self.resume_button, c.resume), (self.retry_button, c.retry_failed),
+                               (self.on_error, c.edit_options),
+                               (self.max_failures, c.edit_options)):
+            self._show(widget, "setEnabled", button.enabled)
+            if widget is not self.editor:
+                self._show(widget, "setToolTip", button.tip)
+        found = self._progress
+        self.progress.set_done(found.done, found.total)
+        self._show(self.counts_label, "setText", found.caption)
+        name = self.path.name if self.path else "(looking for the queue to show…)"
         self._show(self.file_label, "setText",
                    f"<b>{name}</b>{' — unsaved changes' if self.dirty else ''}"
                    f"<br><small>{self.path or ''}</small>")
         self._show_runner()
-        running = any(r.status == "running" for r in self.model.rows)
-        if running and not self.clock.isActive():
+        if found.running and not self.clock.isActive():
             self.clock.start()
-        elif not running and self.clock.isActive():
+        elif not found.running and self.clock.isActive():
             self.clock.stop()
 
     def _show(self, widget, setter: str, value) -> None:
@@ -300,24 +336,57 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
             getattr(widget, setter)(value)
 
     def _tick(self) -> None:
-        self.model.tick(time.time())
+        self.model.tick(ticking=_ticking)
 
-    # -- what the poller found ----------------------------------------------------
+    # -- what the watch answered ------------------------------------------------------
 
-    def _on_snapshot(self, snap: QueueSnapshot) -> None:
+    def outcome_arrived(self, outcome: Outcome) -> None:
+        """One action ended: route it to what asked for it."""
+        action = outcome.action
+        self.job_edits.outcome_arrived(outcome)
+        if action in ("save", "run", "stop"):
+            self._saved_or_ran(outcome)
+        elif action == "validate":
+            if outcome.token == self._validate_token:
+                self._checked(list(outcome.data.get("problems", ())))
+        elif action == "check_job":
+            self._job_checked(outcome)
+        elif action == "describe":
+            self.editor.show_description(outcome.data.get("module", ""),
+                                         outcome.data.get("info"), outcome.message)
+        elif action == "choose_queue":
+            if outcome.data.get("exists"):
+                self._watch_file(Path(outcome.data["path"]))
+            else:
+                self._named(outcome)
+        elif action == "new_name":
+            self._named(outcome)
+        elif action == "open":
+            self._opened(outcome)
+        elif action == "edit" and outcome.ok:
+            self._own_write = True  # the file change read next is this edit
+            self.set_view(reload=outcome.token)
+        self.answered.emit(outcome)
+        self._update_controls()
+
+    def poll_failed(self, message: str) -> None:
+        self.show_message("error", f"Reading the queue failed: {message}")
+
+    def show_snapshot(self, snap: QueueSnapshot) -> None:
+        if snap.modules is not None:
+            self.editor.set_modules(snap.modules)
         if self.path is None or snap.path != str(self.path):
             return  # an answer about a file no longer shown
-        for result in snap.actions:  # before the runner's state, which may already be newer
-            self._acted(result)
-        ended = snap.runner is not None and self._runner_changed(snap.runner)
+        ended = snap.runner is not None and self._runner_changed(dict(snap.runner))
+        if snap.on_disk is not None:
+            self._on_disk = snap.on_disk
         if snap.rows is not None:
             self._on_disk = True
         if snap.load_error is not None:
-            if "not on disk" in snap.load_error:
-                self._on_disk = False
             if snap.load_error and not (self.dirty and not self._on_disk):
                 self.show_message("error", snap.load_error)
-            elif not snap.load_error and self.message.text().startswith(self.path.name):
+                self._load_message = True
+            elif not snap.load_error and self._load_message:
                 self.clear_message()
         if snap.queue is not None:
             own_write, self._own_write = self._own_write, False
@@ -327,51 +396,56 @@ class QueuePane(QueueEditing, QueueRunning, QWidget):
                                                  "overwrites it with your edits, Open reloads it.")
             else:
                 self._adopt(snap.queue)
-                self.model.set_rows(snap.rows or ())
+                self.show_rows(snap.rows or (), snap.progress)
         elif snap.rows is not None and (self.runner_alive or not self.dirty):
             if self.dirty:
                 self.show_message("warning", "A runner started on this file, so the unsaved "
                                              "edits were set aside.")
                 self.dirty = False
             keep = self.selected_ids()
-            self.model.set_rows(snap.rows)
+            self.show_rows(snap.rows, snap.progress)
             if keep and self.selected_ids() != keep:
                 self._select_ids(keep)
         if ended:
             self._announce_end()
         if snap.log_restarted:
-            self.log.restart(snap.log_job, snap.log_path)
+            self.log.restart(snap.log_job, snap.log_path, self._log_title(snap))
         if snap.log_text:
             self.log.append(snap.log_text)
-        if snap.problems is not None and snap.problems_token == self._validate_token:
-            self._checked(snap.problems)
         self._update_controls()
 
+    def show_rows(self, shown, counted=None) -> None:
+        """Put ``shown`` rows in the table (``counted``: their progress, when already known)."""
+        self.model.set_rows(shown)
+        self._progress = counted if counted is not None else progress(self.model.rows)
+
+    @staticmethod
+    def _log_title(snap: QueueSnapshot) -> str:
+        if not snap.log_job and snap.log_path:
+            return ("The runner's log — the last run's summary is at its end "
+                    "(select a job to read its own log)")
+        if not snap.log_job:
+            return "Log: select a job, or run the queue to follow the running one."
+        if not snap.log_path:
+            return f"Log of {snap.log_job}: none yet (it has not run)."
+        return f"Log of {snap.log_job} — {Path(snap.log_path).name}"
 
     # -- selection ----------------------------------------------------------------
 
     def _selection_changed(self, *_args) -> None:
         ids = self.selected_ids()
-        self.poller.request(log_job=ids[0] if len(ids) == 1 else "")
+        self.set_view(log_job=ids[0] if len(ids) == 1 else "")
         self._update_controls()
 
     def _select_ids(self, ids: list[str]) -> None:
-        selection = self.table.selectionModel()
-        selection.clearSelection()
-        for job_id in ids:
-            row = self.model.row_of(job_id)
-            if row >= 0:
-                selection.select(self.model.index(row, 0),
-                                 QItemSelectionModel.SelectionFlag.Select
-                                 | QItemSelectionModel.SelectionFlag.Rows)
-                self.table.scrollTo(self.model.index(row, 0))
+        self.sorting.select_rows([row for row in (self.model.row_of(i) for i in ids) if row >= 0])
 
     def select_job(self, job_id: str) -> None:
         self._select_ids([job_id])
 
     # -- lifetime -----------------------------------------------------------------
 
-    def shutdown(self) -> None:
-        """Stop watching; the runner, if any, goes on."""
+    def shutdown(self, budget: float = SHUTDOWN_BUDGET) -> bool:
+        """Stop watching within ``budget`` seconds; the runner, if any, goes on."""
         self.clock.stop()
-        self.poller.stop()
+        return super().shutdown(budget)

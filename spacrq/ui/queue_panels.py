@@ -1,26 +1,17 @@
-"""The panels around the queue table: every problem with its fix, a live log, progress.
+"""The panels beside the queue table: every problem with its fix, and the progress bar.
 
-Both only display what the poller already read; neither touches a file.
-The log view is bounded twice — each poll hands it at most a few tens of
-kilobytes (see :func:`spacrq.queue.watch_log.trim_log`) and the view keeps a fixed
-number of lines — so a job writing hundreds of megabytes of log costs the
-window the same as one writing a page.
+Both only display what the watch already read; neither touches a file.
 """
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import (QBrush, QColor, QFontDatabase, QPainter, QPalette, QPen,
-                           QTextCursor)
-from PySide6.QtWidgets import (QLabel, QListView, QListWidget, QListWidgetItem, QPlainTextEdit,
-                               QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (QLabel, QListView, QListWidget, QListWidgetItem, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
 from spacrq.problems import Problem
-
-#: lines the log view keeps; older ones scroll away
-LOG_LINES = 3000
 
 
 class ProblemsPanel(QWidget):
@@ -79,73 +70,6 @@ class ProblemsPanel(QWidget):
         job_id = item.data(Qt.ItemDataRole.UserRole)
         if job_id:
             self.job_clicked.emit(str(job_id))
-
-
-class LogView(QWidget):
-    """The tail of one job's log, following new lines while it runs."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.title = QLabel("Log: select a job, or run the queue to follow the running one.")
-        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.text.setMaximumBlockCount(LOG_LINES)
-        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.text.setPlaceholderText("(no log yet)")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.title)
-        layout.addWidget(self.text, 1)
-        self.job_id = ""
-        self.path = ""
-        self._follow = True
-        self.text.verticalScrollBar().actionTriggered.connect(self._operator_scrolled)
-
-    def _operator_scrolled(self, _action: int) -> None:
-        """Scrolling up stops following the end; scrolling back down resumes it."""
-        QTimer.singleShot(0, self, self._note_position)
-
-    def _note_position(self) -> None:
-        bar = self.text.verticalScrollBar()
-        self._follow = bar.value() >= bar.maximum() - 1
-
-    def _to_end(self) -> None:
-        if self._follow:
-            self.text.moveCursor(QTextCursor.MoveOperation.End)
-            bar = self.text.verticalScrollBar()
-            bar.setValue(bar.maximum())
-
-    def restart(self, job_id: str, path: str) -> None:
-        """Start showing ``job_id``'s log afresh (another job, or a replaced file)."""
-        self.job_id, self.path = job_id, path
-        self._follow = True
-        self.text.clear()
-        if not job_id and path:
-            self.title.setText("The runner's log — the last run's summary is at its end "
-                               "(select a job to read its own log)")
-            self.title.setToolTip(path)
-        elif not job_id:
-            self.title.setText("Log: select a job, or run the queue to follow the running one.")
-        elif not path:
-            self.title.setText(f"Log of {job_id}: none yet (it has not run).")
-        else:
-            self.title.setText(f"Log of {job_id} — {os.path.basename(path)}")
-            self.title.setToolTip(path)
-
-    def append(self, text: str) -> None:
-        """Add new log text, following the end unless the operator scrolled up to read."""
-        if not text:
-            return
-        cursor = QTextCursor(self.text.document())
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
-        self._to_end()
-        QTimer.singleShot(0, self, self._to_end)  # again once the view has laid the text out
-
-    def shown_text(self) -> str:
-        return self.text.toPlainText()
 
 
 class DoneBar(QWidget):

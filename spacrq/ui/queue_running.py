@@ -1,45 +1,46 @@
 """Running the queue from the pane: Run, Resume, Retry failed, Stop, Abort.
 
 A mixin of :class:`spacrq.ui.queue_pane.QueuePane`.  Nothing here waits on
-a process or writes a file: each button asks the poller, which saves,
+a process or writes a file: each button asks the watch, which saves,
 checks, starts the detached runner or writes ``control.json`` on its own
-thread, and reports back an :class:`~spacrq.queue.watch_actions.ActionResult`.
+thread, and answers with an :class:`~spacrq.watching.Outcome`.
 The one question the pane ever asks is here: abort the running job now?
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from spacrq.queue.watch_rows import progress_of
 from spacrq.ui.dialogs import confirm_abort
+from spacrq.watching import Code, Outcome
+
+#: what the message line says once the runner started, per way of starting it
+_STARTED = {"run": "Started", "resume": "Resumed", "retry": "Retrying failed jobs of"}
 
 
 class QueueRunning:
-    """The running half of the Queue pane (needs the pane's widgets and poller)."""
+    """The running half of the Queue pane (needs the pane's widgets and watch)."""
 
     def validate(self) -> int:
-        """Check the whole document on the poller thread; the panel fills when done."""
-        self._token += 1
-        self._validate_token = self._token
+        """Check the whole document on the watch; the panel fills when done."""
+        self._validate_token = self.ask("validate", document=self.queue.to_dict())
         self.problems.title.setText("Checking every job…")
-        self.poller.request(validate=(self._token, self.queue.to_dict()))
-        return self._token
+        return self._validate_token
 
     def start(self, how: str = "run") -> None:
-        """Run / Resume / Retry failed: the poller saves, checks, then starts the runner.
+        """Run / Resume / Retry failed: the watch saves, checks, then starts the runner.
 
         All three happen off the GUI thread — a 2000-job save is fsync'd and
-        starting the runner forks a process — and the answer comes back as a
-        snapshot (:meth:`_acted`).
+        starting the runner forks a process — and the answer comes back as an
+        outcome (:meth:`_ran`).
         """
         if self._refused("start the queue again") or self.path is None:
             return
-        self._token += 1
         document = None
         if self.dirty or not self._on_disk:
             document = self.queue.to_dict()
-            self._saving = (self._token, self._generation)
-        self.poller.request(run=(self._token, how, document))
+        token = self.ask("run", path=str(self.path), how=how, document=document)
+        if document is not None:
+            self._saving = (token, self._generation)
         self.show_message("info", "Checking the queue before it starts…")
 
     def stop(self) -> None:
@@ -65,42 +66,44 @@ class QueueRunning:
                          message="Abort asked: the running job is being stopped now.")
 
     def _ask_runner(self, now: bool, level: str, message: str) -> None:
-        """Have the poller write the stop request; show it as asked at once.
+        """Have the watch write the stop request; show it as asked at once.
 
         The request is marked on the pane's copy of the runner state right
-        away, so Stop is not offered twice while the poller writes it.
+        away, so Stop is not offered twice while the watch writes it.
         """
-        self._token += 1
-        self.poller.request(stop=(self._token, now))
+        self.ask("stop", path=str(self.path), now=now)
         self.runner = dict(self.runner, stop="abort" if now else "after_job")
         self.show_message(level, message)
         self._update_controls()
 
-    def _acted(self, result) -> None:
+    def _saved_or_ran(self, outcome: Outcome) -> None:
         """What became of a save, run or stop the pane asked for."""
-        if result.saved:
+        saved = bool(outcome.data.get("saved"))
+        if saved:
             self._on_disk = True
-            self._own_write = True  # the file change the poller reports next is this save
-        if result.kind == "save" or (result.kind == "run" and self._saving
-                                     and self._saving[0] == result.token):
+            self._own_write = True  # the file change the watch reports next is this save
+        if self._saving and self._saving[0] == outcome.token:
             saving, self._saving = self._saving, None
-            if result.saved and saving and saving[1] == self._generation:
+            if saved and saving[1] == self._generation:
                 self.dirty = False
                 self._discard_armed = False
-        if result.problems is not None:
-            self.problems.show_problems(result.problems, self.path.name if self.path else "the queue")
-        if not result.ok:
-            self.show_message("error" if result.kind != "save" or "Cannot" not in result.message
-                              else "warning", result.message)
+        problems = outcome.data.get("problems")
+        if problems is not None:
+            self.problems.show_problems(list(problems),
+                                        self.path.name if self.path else "the queue")
+        if not outcome.ok:
+            self.show_message("warning" if outcome.code is Code.REFUSED else "error",
+                              outcome.message)
             return
-        if result.kind == "save":
-            self.notify.emit(result.message.rstrip("."))
-        elif result.kind == "run":
-            self.runner = {"alive": True, "pid": result.pid, "state": "running"}
-            verb = {"run": "Started", "resume": "Resumed",
-                    "retry": "Retrying failed jobs of"}[result.message]
-            self.show_message("info", f"{verb} {self.path.name} in its own process "
-                                      f"({result.pid}); closing the window does not stop it.")
+        if outcome.action == "save":
+            self.notify.emit(outcome.message.rstrip("."))
+        elif outcome.action == "run":
+            pid = outcome.data.get("pid")
+            self.runner = {"alive": True, "pid": pid, "state": "running"}
+            verb = _STARTED.get(outcome.data.get("how"), "Started")
+            name = self.path.name if self.path else "the queue"
+            self.show_message("info", f"{verb} {name} in its own process ({pid}); closing the "
+                                      "window does not stop it.")
             self.notify.emit(f"{verb} queue {self.queue.name}")
 
     def _runner_changed(self, state: dict) -> bool:
@@ -111,8 +114,7 @@ class QueueRunning:
 
     def _announce_end(self) -> None:
         """One line (and one notification) when the night's queue ends."""
-        _done, _total, counts = progress_of(self.model.rows)
-        summary = ", ".join(f"{n} {w}" for w, n in counts.items())
+        summary, counts = self._progress.summary, self._progress.counts
         ended = self.runner.get("state") or "ended"
         if self.path is not None:
             self.queue_ended.emit(str(self.path))
@@ -138,8 +140,8 @@ class QueueRunning:
         if r.get("unreadable"):
             text = f"Runner: its state file cannot be read ({r['unreadable']})."
         elif self.runner_alive:
-            running = [row.job_id for row in self.model.rows if row.status == "running"]
-            job = r.get("current_job") or (running[0] if running else "between jobs")
+            job = r.get("current_job") or next(
+                (row.key for row in self.model.rows if row.look == "running"), "between jobs")
             text = f"Runner: running ({job}) — process {r.get('pid', '?')} on {r.get('host', '?')}"
             if r.get("stop") == "after_job":
                 text += " — stop asked: no job starts after this one"

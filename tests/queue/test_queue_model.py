@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import spacrq.queue as q
-from spacrq.queue import Job, Queue, QueueError, fmt_duration, load_queue, save_queue
+from spacrq.fmt import duration
+from spacrq.queue import Job, Queue, QueueError, load_queue, save_queue
 
 DATA = Path(__file__).parent / "data"
 SPACR_KEYS = ["id", "module", "label", "settings", "overrides", "depends_on", "status", "started",
@@ -73,8 +74,8 @@ def test_remove_drops_dangling_dependencies_and_move_clamps():
 
 @pytest.mark.parametrize("seconds,text", [(None, "—"), (42.14, "42.1s"), (432, "7m 12s"),
                                           (7 * 3600 + 41 * 60, "7h 41m")])
-def test_fmt_duration_reads_like_an_overnight_summary(seconds, text):
-    assert fmt_duration(seconds) == text
+def test_a_duration_reads_like_an_overnight_summary(seconds, text):
+    assert duration(seconds) == text
 
 
 def test_a_queue_file_written_by_spacr_loads_unchanged():

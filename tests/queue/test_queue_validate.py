@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from spacrq.queue import Job, Queue, QueueError, plan, validate_job, validate_queue
+from spacrq.queue.validate import add_checked
 
 
 def _cmd(**kw):
@@ -15,31 +16,43 @@ def _errors(problems):
     return [p for p in problems if p.is_error]
 
 
+def test_adding_to_a_queue_reads_no_settings_file(tmp_path):
+    """The queue checks what it knows itself; the settings file is read by add_checked."""
+    queue = Queue()
+    queue.add(Job(module="python", id="later", settings=str(tmp_path / "written-later.csv")))
+    assert queue.ids == ["later"], "added: nothing on disk was looked at"
+    with pytest.raises(QueueError, match="settings file not found"):
+        add_checked(queue, Job(module="python", settings=str(tmp_path / "written-later.csv")))
+    assert queue.ids == ["later"], "refused: nothing added"
+
+
 def test_unknown_module_is_refused_when_added():
     with pytest.raises(QueueError, match="unknown module 'maks'"):
-        Queue().add(Job(module="maks"))
+        add_checked(Queue(), Job(module="maks"))
 
 
 def test_missing_settings_file_is_refused(tmp_path):
     with pytest.raises(QueueError, match="settings file not found"):
-        Queue().add(Job(module="python", settings=str(tmp_path / "nope.csv")))
+        add_checked(Queue(), Job(module="python", settings=str(tmp_path / "nope.csv")))
 
 
 def test_unreadable_settings_file_is_refused(tmp_path):
     bad = tmp_path / "s.json"
     bad.write_text("{not json")
     with pytest.raises(QueueError, match="not valid JSON"):
-        Queue().add(Job(module="python", settings=str(bad)))
+        add_checked(Queue(), Job(module="python", settings=str(bad)))
     csv = tmp_path / "s.csv"
     csv.write_text("a;b\n1;2\n")
     with pytest.raises(QueueError, match="Key,Value"):
-        Queue().add(Job(module="python", settings=str(csv)))
+        add_checked(Queue(), Job(module="python", settings=str(csv)))
 
 
 def test_settings_csv_in_spacr_format_is_read(tmp_path):
     csv = tmp_path / "s.csv"
     csv.write_text("Key,Value\ntarget,json:dumps\nwrites,['/tmp/x']\n")
-    job = Queue().add(Job(module="python", settings=str(csv)))
+    queue = Queue()
+    add_checked(queue, Job(module="python", settings=str(csv)))
+    job = queue.jobs[0]
     from spacrq.queue import resolve_job_settings
     assert resolve_job_settings(job)["writes"] == ["/tmp/x"]
 
@@ -51,7 +64,7 @@ def test_settings_csv_in_spacr_format_is_read(tmp_path):
 ])
 def test_bad_overrides_are_refused(override, needle):
     with pytest.raises(QueueError, match=needle):
-        Queue().add(_cmd(overrides=[override]))
+        add_checked(Queue(), _cmd(overrides=[override]))
 
 
 def test_overrides_are_coerced_to_the_default_type():

@@ -1,8 +1,9 @@
-"""The Queue pane's poller body and decisions, without Qt."""
+"""The Queue pane's watch (its poller body and actions), without Qt."""
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,21 +12,9 @@ import pytest
 
 from spacrq.queue.model import Job, Queue
 from spacrq.queue.store import Journal, journal_path, logs_dir, save_queue
-from spacrq.queue.pane_rules import (PaneState, controls_for, edit_refusal, newest_queue,
-                                     parse_after, parse_overrides, parse_timeout, queue_to_open)
-from spacrq.queue.watch import QueueWatch
-from spacrq.queue.watch_log import trim_log
-from spacrq.queue.watch_read import parse_in_pieces
-from spacrq.queue.watch_rows import JobRow, diff_rows, progress_of, rows_of, status_text, time_text
-
-
-def _row(job_id: str, status: str = "pending", number: int = 1, **kw) -> JobRow:
-    return JobRow(number=number, job_id=job_id, module="command", label=job_id, after="",
-                  status=status, **kw)
-
-
-def _rows(*ids: str) -> tuple[JobRow, ...]:
-    return tuple(_row(i, number=n) for n, i in enumerate(ids, start=1))
+from spacrq.queue.watch import QueueWatch, newest_queue, queue_to_open, trim_log
+from spacrq.watching import Code, diff_rows
+from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 def _queue(n: int, name: str = "night") -> Queue:
@@ -49,6 +38,19 @@ def _watching(path: Path) -> QueueWatch:
     return watch
 
 
+def _asked(watch: QueueWatch, view: dict, token: int, action: str, **args):
+    """Submit one action and poll: ``(snapshot, its outcome)``."""
+    watch.submit(token, action, **args)
+    snap = watch.poll(view)
+    (outcome,) = snap.outcomes
+    assert outcome.token == token and outcome.action == action
+    return snap, outcome
+
+
+def _statuses(rows) -> list[str]:
+    return [r.value.status for r in rows]
+
+
 def _logs(path: Path) -> Path:
     """The queue's log folder, made."""
     folder = logs_dir(path)
@@ -70,130 +72,6 @@ def _journal_status(journal: Journal, job: Job, status: str) -> None:
     """Set ``job``'s status and journal it, as the runner does."""
     job.status = status
     journal.job(job, ("status",))
-
-
-# -- diff_rows -------------------------------------------------------------------
-
-def test_identical_rows_are_the_same():
-    assert diff_rows(_rows("a", "b"), _rows("a", "b")).kind == "same"
-
-
-def test_a_status_change_updates_only_that_row():
-    old = _rows("a", "b", "c")
-    new = (old[0], _row("b", "running", number=2), old[2])
-    change = diff_rows(old, new)
-    assert change.kind == "update" and change.changed == (1,)
-
-
-def test_jobs_added_at_the_end_are_an_insert():
-    change = diff_rows(_rows("a", "b"), _rows("a", "b", "c", "d"))
-    assert (change.kind, change.first, change.count, change.changed) == ("insert", 2, 2, ())
-
-
-def test_a_removed_job_is_a_remove_and_renumbers_the_rows_after_it():
-    change = diff_rows(_rows("a", "b", "c", "d"), _rows("a", "c", "d"))
-    assert (change.kind, change.first, change.count) == ("remove", 1, 1)
-    assert change.changed == (1, 2)  # their "#" moved up by one
-
-
-def test_moving_a_job_up_updates_the_two_rows_that_swapped():
-    change = diff_rows(_rows("a", "b", "c", "d"), _rows("a", "c", "b", "d"))
-    assert change.kind == "update" and change.changed == (1, 2)
-
-
-def test_an_unrelated_reshuffle_resets():
-    assert diff_rows(_rows("a", "b", "c"), _rows("x", "y")).kind == "reset"
-
-
-def test_insert_in_the_middle():
-    change = diff_rows(_rows("a", "c"), _rows("a", "b", "c"))
-    assert (change.kind, change.first, change.count, change.changed) == ("insert", 1, 1, (2,))
-
-
-# -- rows, words, times -----------------------------------------------------------
-
-def test_rows_carry_status_error_dependencies_and_partial():
-    q = _queue(2)
-    q.jobs[1].depends_on = ["command-1"]
-    q.jobs[0].status, q.jobs[0].run_status = "success", {"n_failed": 3, "n_ok": 5}
-    q.jobs[1].status, q.jobs[1].error = "skipped", "skipped: command-1 is partial"
-    rows = rows_of(q)
-    assert [r.number for r in rows] == [1, 2]
-    assert status_text(rows[0]) == "partial" and rows[1].after == "command-1"
-    assert status_text(rows[1]) == "skipped" and "partial" in rows[1].error
-    assert status_text(_row("x", "not_run")) == "not run"
-    assert status_text(_row("x", "success")) == "succeeded"
-
-
-def test_time_ticks_only_while_running():
-    started = time.time() - 75
-    running = _row("a", "running", started_at=started)
-    assert time_text(running, started + 75) == "1m 15s"
-    assert time_text(running, started + 3700) == "1h 01m"
-    done = _row("a", "success", started_at=started, finished_at=started + 4.2)
-    assert time_text(done, started + 9999) == "4.2s"
-    assert time_text(_row("a"), started) == "—"
-
-
-def test_progress_counts_finished_jobs_as_done():
-    rows = (_row("a", "success"), _row("b", "failed"), _row("c", "skipped"),
-            _row("d", "running"), _row("e", "not_run"), _row("f"))
-    done, total, counts = progress_of(rows)
-    assert (done, total) == (3, 6)
-    assert counts["not run"] == 1 and counts["running"] == 1
-
-
-# -- editor fields ---------------------------------------------------------------
-
-@pytest.mark.parametrize("text, seconds", [("", None), ("90", 90), ("90s", 90), ("30m", 1800),
-                                           ("2h", 7200), ("1h30m", 5400), ("1.5h", 5400)])
-def test_timeouts_read_as_an_operator_writes_them(text, seconds):
-    assert parse_timeout(text) == (seconds, None)
-
-
-def test_a_bad_timeout_is_one_sentence_with_the_fix():
-    value, problem = parse_timeout("soon")
-    assert value is None and "90s, 30m, 2h" in problem
-
-
-def test_overrides_need_key_equals_value():
-    assert parse_overrides("a=1 'b=two words'") == (["a=1", "b=two words"], None)
-    words, problem = parse_overrides("diameter 30")
-    assert words == [] and "key=value" in problem
-    assert "quote" in parse_overrides("a='1")[1]
-
-
-def test_after_accepts_commas_and_spaces():
-    assert parse_after("mask-1, measure-2 mask-1") == ["mask-1", "measure-2"]
-
-
-# -- decisions ---------------------------------------------------------------------
-
-def test_editing_is_refused_while_a_runner_owns_the_file():
-    rows = (_row("a", "running"), _row("b"))
-    c = controls_for(PaneState(runner_alive=True, rows=rows, selected=(1,), has_path=True))
-    assert not any((c.add, c.remove, c.duplicate, c.move_up, c.save, c.run, c.resume,
-                    c.edit_options))
-    assert c.stop and c.abort and c.open
-    sentence = edit_refusal({"alive": True, "pid": 4242}, "remove a job")
-    assert "4242" in sentence and "Stop it first" in sentence
-    assert edit_refusal({"alive": False}) is None and edit_refusal(None) is None
-
-
-def test_stop_is_offered_once():
-    c = controls_for(PaneState(runner_alive=True, stop_asked=True, rows=(_row("a", "running"),)))
-    assert not c.stop and c.abort
-
-
-def test_idle_controls_follow_the_queue():
-    pending = (_row("a"), _row("b"), _row("c"))
-    c = controls_for(PaneState(rows=pending, selected=(0,), has_path=True))
-    assert c.run and not c.resume and not c.retry_failed
-    assert c.move_down and not c.move_up and c.remove and not c.save
-    halted = (_row("a", "success"), _row("b", "failed"), _row("c", "not_run"))
-    c = controls_for(PaneState(rows=halted, selected=(2,), has_path=True, dirty=True))
-    assert not c.run and c.resume and c.retry_failed and c.save and not c.move_down
-    assert not controls_for(PaneState()).validate
 
 
 def test_newest_queue_file_is_opened_first(tmp_path):
@@ -220,7 +98,7 @@ def test_first_poll_reads_the_queue_then_nothing_until_it_changes(tmp_path):
     path = _saved(tmp_path)
     watch = QueueWatch()
     snap = watch.poll({"path": str(path)})
-    assert [r.job_id for r in snap.rows] == ["command-1", "command-2", "command-3"]
+    assert [r.key for r in snap.rows] == ["command-1", "command-2", "command-3"]
     assert snap.queue is not None and snap.queue.ids == ["command-1", "command-2", "command-3"]
     assert watch.poll({"path": str(path)}) is None
 
@@ -233,7 +111,7 @@ def test_the_queue_handed_to_the_editor_is_never_changed_by_the_watch(tmp_path):
     with _journal(q, path) as journal:
         _journal_status(journal, q.jobs[0], "success")
     snap = watch.poll({"path": str(path)})
-    assert snap.rows[0].status == "success", "the journal line is shown"
+    assert snap.rows[0].value.status == "success", "the journal line is shown"
     assert handed.jobs[0].status == "pending", "but the editor's queue was not touched"
     assert snap.queue is not handed
 
@@ -241,15 +119,17 @@ def test_the_queue_handed_to_the_editor_is_never_changed_by_the_watch(tmp_path):
 def test_journal_lines_update_only_the_rows_they_name(tmp_path):
     q = _queue(2000)
     path = _saved(tmp_path, q)
-    watch = _watching(path)
+    watch = QueueWatch()
+    before = watch.poll({"path": str(path)})
     with _journal(q, path) as journal:
         job = q.jobs[1500]
         job.status, job.started = "running", "2026-01-01T00:00:00+00:00"
         journal.job(job, ("status", "started"))
         snap = watch.poll({"path": str(path)})
-    assert snap.rows[1500].status == "running"
-    assert diff_rows(watch_rows_before := rows_of(_queue(2000)), snap.rows).changed == (1500,)
-    assert len(watch_rows_before) == 2000
+    assert snap.rows[1500].value.status == "running"
+    assert diff_rows(before.rows, snap.rows).changed == (1500,)
+    assert all(new is old for i, (new, old) in enumerate(zip(snap.rows, before.rows))
+               if i != 1500), "the rows of unchanged jobs are the very same objects"
 
 
 def test_a_checkpoint_replacing_the_file_is_read_in_full(tmp_path):
@@ -262,7 +142,7 @@ def test_a_checkpoint_replacing_the_file_is_read_in_full(tmp_path):
         journal.checkpoint()
     assert journal_path(path).stat().st_size == 0
     snap = watch.poll({"path": str(path)})
-    assert [r.status for r in snap.rows] == ["success", "failed", "pending"]
+    assert _statuses(snap.rows) == ["success", "failed", "pending"]
 
 
 def test_a_broken_file_is_one_sentence_and_its_repair_clears_it(tmp_path):
@@ -271,6 +151,7 @@ def test_a_broken_file_is_one_sentence_and_its_repair_clears_it(tmp_path):
     watch = QueueWatch()
     snap = watch.poll({"path": str(path)})
     assert "not valid JSON" in snap.load_error and "\n" not in snap.load_error
+    assert snap.load_code is Code.INVALID and snap.on_disk is True
     assert snap.rows is None
     save_queue(_queue(1), path)
     snap = watch.poll({"path": str(path)})
@@ -280,6 +161,7 @@ def test_a_broken_file_is_one_sentence_and_its_repair_clears_it(tmp_path):
 def test_a_missing_file_says_save_writes_it(tmp_path):
     snap = QueueWatch().poll({"path": str(tmp_path / "new.queue.json")})
     assert "Save writes it" in snap.load_error
+    assert snap.load_code is Code.MISSING and snap.on_disk is False
 
 
 def test_validation_runs_in_the_poller_and_reports_every_problem(tmp_path):
@@ -288,12 +170,14 @@ def test_validation_runs_in_the_poller_and_reports_every_problem(tmp_path):
     q.jobs[1].depends_on = ["ghost-1"]
     path = _saved(tmp_path, q)
     watch = QueueWatch()
-    snap = watch.poll({"path": str(path), "validate": (1, q.to_dict())})
-    assert snap.problems_token == 1
-    messages = " | ".join(p.message for p in snap.problems)
+    view = {"path": str(path)}
+    watch.poll(view)
+    _snap, outcome = _asked(watch, view, 1, "validate", document=q.to_dict())
+    assert outcome.code is Code.DONE
+    messages = " | ".join(p.message for p in outcome.data["problems"])
     assert "no_such_module" in messages and "ghost-1" in messages
-    assert all(p.fix for p in snap.problems)
-    assert watch.poll({"path": str(path), "validate": (1, q.to_dict())}) is None
+    assert all(p.fix for p in outcome.data["problems"])
+    assert watch.poll(view) is None, "an action is carried out once"
 
 
 def test_the_selected_jobs_log_is_tailed_incrementally(tmp_path):
@@ -374,8 +258,9 @@ def test_queue_file_is_json_the_watch_does_not_write(tmp_path):
     path = _saved(tmp_path, 2)
     before = path.read_bytes()
     watch = QueueWatch()
-    for _ in range(3):
-        watch.poll({"path": str(path), "log_job": "command-1", "validate": (1, json.loads(before))})
+    for token in range(3):
+        watch.submit(token, "validate", document=json.loads(before))
+        watch.poll({"path": str(path), "log_job": "command-1"})
     assert path.read_bytes() == before
 
 
@@ -406,7 +291,7 @@ def test_a_running_queues_checkpoint_is_merged_not_rebuilt(tmp_path, monkeypatch
         raise AssertionError("the whole queue was rebuilt")
     monkeypatch.setattr(Queue, "from_dict", no_rebuild)
     snap = watch.poll({"path": str(path)})
-    assert [r.status for r in snap.rows[:4]] == ["success", "failed", "success", "pending"]
+    assert _statuses(snap.rows[:4]) == ["success", "failed", "success", "pending"]
     assert watch.poll({"path": str(path)}) is None
 
 
@@ -422,7 +307,7 @@ def test_missed_journal_lines_force_a_full_read(tmp_path):
     from spacrq.runfiles import write_json
     write_json(path, q.to_dict())
     snap = watch.poll({"path": str(path)})
-    assert [r.status for r in snap.rows] == ["success", "success", "failed"]
+    assert _statuses(snap.rows) == ["success", "success", "failed"]
 
 
 def test_the_poller_refuses_to_save_over_a_running_queue(tmp_path):
@@ -431,13 +316,13 @@ def test_the_poller_refuses_to_save_over_a_running_queue(tmp_path):
     _pretend_runner_is_alive(path)
     before = path.read_bytes()
     watch = QueueWatch()
-    snap = watch.poll({"path": str(path), "save": (1, _queue(5).to_dict())})
-    (result,) = snap.actions
-    assert result.kind == "save" and not result.ok and not result.saved
+    view = {"path": str(path)}
+    _snap, result = _asked(watch, view, 1, "save", path=str(path), document=_queue(5).to_dict())
+    assert result.code is Code.REFUSED and not result.data["saved"]
     assert "Stop it first" in result.message
     assert path.read_bytes() == before
-    snap = watch.poll({"path": str(path), "run": (2, "run", _queue(5).to_dict())})
-    assert not snap.actions[0].ok and path.read_bytes() == before
+    _snap, result = _asked(watch, view, 2, "run", how="run", document=_queue(5).to_dict())
+    assert result.code is Code.REFUSED and path.read_bytes() == before
 
 
 def test_run_saves_checks_and_refuses_a_queue_with_errors(tmp_path):
@@ -445,21 +330,22 @@ def test_run_saves_checks_and_refuses_a_queue_with_errors(tmp_path):
     q = _queue(2)
     q.jobs[1].module = "no_such_module"
     watch = QueueWatch()
-    snap = watch.poll({"path": str(path), "run": (1, "run", q.to_dict())})
-    (result,) = snap.actions
-    assert not result.ok and result.saved and "1 problem(s)" in result.message
-    assert any("no_such_module" in p.message for p in result.problems)
+    _snap, result = _asked(watch, {"path": str(path)}, 1, "run", how="run", document=q.to_dict())
+    assert result.code is Code.INVALID and result.data["saved"]
+    assert "1 problem(s)" in result.message
+    assert any("no_such_module" in p.message for p in result.data["problems"])
     assert path.exists() and not (logs_dir(path) / "runner.json").exists()
 
 
 def test_save_writes_the_document_and_says_so(tmp_path):
     path = tmp_path / "night.queue.json"
     watch = QueueWatch()
-    snap = watch.poll({"path": str(path), "save": (1, _queue(3).to_dict())})
-    assert snap.actions[0].ok and snap.actions[0].saved
+    view = {"path": str(path)}
+    _snap, result = _asked(watch, view, 1, "save", document=_queue(3).to_dict())
+    assert result.code is Code.DONE and result.data["saved"]
     assert json.loads(path.read_text())["jobs"][2]["id"] == "command-3"
-    again = watch.poll({"path": str(path), "save": (1, _queue(3).to_dict())})
-    assert again is None or not again.actions, "a request is carried out once"
+    again = watch.poll(view)
+    assert again is None or not again.outcomes, "a request is carried out once"
 
 
 def test_with_nothing_selected_or_running_the_runners_summary_is_shown(tmp_path):
@@ -487,41 +373,199 @@ def test_a_save_just_before_a_runner_starts_is_read_in_full(tmp_path):
     watch = _watching(path)
     edited = _queue(3)
     edited.jobs[2].label = "classify plate 1, diameter 30"
-    snap = watch.poll({"path": str(path), "save": (1, edited.to_dict())})
-    assert snap.actions[0].ok
+    view = {"path": str(path)}
+    _snap, result = _asked(watch, view, 1, "save", document=edited.to_dict())
+    assert result.ok
     _pretend_runner_is_alive(path)  # the runner starts right after the save
     snap = watch.poll({"path": str(path)})
-    assert snap.rows[2].label == "classify plate 1, diameter 30"
+    assert snap.rows[2].value.label == "classify plate 1, diameter 30"
     fewer = _queue(2)
-    snap = watch.poll({"path": str(path), "save": (2, fewer.to_dict())})
-    assert not snap.actions[0].ok, "refused: the runner owns the file now"
+    _snap, result = _asked(watch, view, 2, "save", document=fewer.to_dict())
+    assert result.code is Code.REFUSED, "refused: the runner owns the file now"
 
 
-@pytest.mark.parametrize("text", [
-    '{}', ' { "jobs" : [ ] } ', '{"jobs": [{"id": "a", "x": [1, {"y": null}]}, {"id": "b"}],'
-    ' "name": "n", "created": "t"}', '{"spacr_queue": 1, "jobs": {"not": "a list"}}',
-    '{"a": "}", "jobs": ["]", "[", "\\"]"]}', '\n{\n  "jobs": [\n    {"id": "é"}\n  ]\n}\n',
-])
-def test_parsing_in_pieces_reads_what_json_reads(text):
-    assert parse_in_pieces(text) == json.loads(text)
+# -- the protocol: every action answers with a code -----------------------------------
+
+def test_the_first_poll_lists_the_modules_a_job_may_name(tmp_path):
+    watch = QueueWatch()
+    snap = watch.poll({"path": ""})
+    assert {"command", "python"} <= set(snap.modules)
+    assert watch.poll({"path": ""}) is None, "listed once"
 
 
-@pytest.mark.parametrize("text", ['', '[]', '{"jobs": [1,]}', '{"a": 1} x', '{"a" 1}',
-                                  '{"jobs": [{"id": "a"}'])
-def test_parsing_in_pieces_refuses_what_json_refuses(text):
-    with pytest.raises(ValueError):
-        parse_in_pieces(text)
+def test_the_queue_to_show_first_is_chosen_by_the_watch(tmp_path):
+    watch = QueueWatch()
+    watch.poll({})
+    _snap, chosen = _asked(watch, {}, 1, "choose_queue", folder=str(tmp_path))
+    assert chosen.code is Code.DONE and not chosen.data["exists"]
+    assert chosen.data["path"].endswith(".queue.json") and not Path(chosen.data["path"]).exists()
+    path = _saved(tmp_path, 1)
+    _snap, chosen = _asked(watch, {}, 2, "choose_queue", folder=str(tmp_path))
+    assert chosen.data == {"path": str(path), "exists": True}
+    _snap, named = _asked(watch, {}, 3, "new_name", folder=str(tmp_path))
+    assert named.ok and named.data["path"] != str(path)
 
 
-def test_a_saved_queue_parses_in_pieces_exactly(tmp_path):
-    q = _queue(50)
-    q.jobs[3].env = {"OMP_NUM_THREADS": "4"}
+def test_open_answers_missing_for_a_file_that_is_not_there(tmp_path):
+    watch = QueueWatch()
+    watch.poll({})
+    _snap, answer = _asked(watch, {}, 1, "open", path=str(tmp_path / "gone.queue.json"))
+    assert answer.code is Code.MISSING and "not found" in answer.message
+    path = _saved(tmp_path, 1)
+    _snap, answer = _asked(watch, {}, 2, "open", path=str(path))
+    assert answer.code is Code.DONE and answer.data["path"] == str(path)
+
+
+def test_a_job_to_add_is_checked_by_the_watch(tmp_path):
+    path = _saved(tmp_path, 1)
+    q = _queue(1)
+    watch = _watching(path)
+    view = {"path": str(path)}
+    bad = Job(module="command", id="command-2", settings={"argv": ["no-such-program-spacrq"]})
+    _snap, answer = _asked(watch, view, 1, "check_job", job=bad.to_dict(), document=q.to_dict())
+    assert answer.code is Code.INVALID and "not on PATH" in answer.message
+    assert answer.data["job"]["id"] == "command-2" and answer.data["problems"]
+    settings = tmp_path / "settings.csv"
+    settings.write_text("Key,Value\nargv,\"[\"\"true\"\"]\"\n")
+    good = Job(module="command", id="command-2", settings=str(settings), depends_on=["command-1"])
+    _snap, answer = _asked(watch, view, 2, "check_job", job=good.to_dict(), document=q.to_dict())
+    assert answer.code is Code.DONE and answer.message == ""
+    ghost = Job(module="command", id="c3", settings={"argv": ["true"]}, depends_on=["ghost"])
+    _snap, answer = _asked(watch, view, 3, "check_job", job=ghost.to_dict(), document=q.to_dict())
+    assert answer.code is Code.INVALID and "ghost" in answer.message
+
+
+def test_a_module_is_described_by_the_watch(tmp_path):
+    watch = QueueWatch()
+    watch.poll({})
+    _snap, answer = _asked(watch, {}, 1, "describe", module="command")
+    assert answer.code is Code.DONE and "argv" in answer.data["info"].keys
+    _snap, answer = _asked(watch, {}, 2, "describe", module="no_such_module")
+    assert answer.code is Code.MISSING
+
+
+def test_settings_files_are_read_by_the_watch(tmp_path):
+    good = tmp_path / "a.json"
+    good.write_text('{"diameter": 30}')
+    bad = tmp_path / "b.json"
+    bad.write_text('{"diameter": NaN}')
+    watch = QueueWatch()
+    watch.poll({})
+    _snap, answer = _asked(watch, {}, 1, "read_settings", paths=[str(good)])
+    assert answer.code is Code.DONE
+    assert answer.data["settings"] == ({"path": str(good), "settings": {"diameter": 30}},)
+    _snap, answer = _asked(watch, {}, 2, "read_settings", paths=[str(good), str(bad)])
+    assert answer.code is Code.INVALID and str(bad) in answer.message
+
+
+def test_stop_writes_the_request_and_an_unknown_action_is_invalid(tmp_path):
+    path = _saved(tmp_path, 1)
+    watch = _watching(path)
+    view = {"path": str(path)}
+    _snap, answer = _asked(watch, view, 1, "stop", now=False)
+    assert answer.code is Code.DONE and answer.data["how"] == "after_job"
+    assert json.loads((logs_dir(path) / "control.json").read_text())["stop"] == "after_job"
+    _snap, answer = _asked(watch, view, 2, "fly")
+    assert answer.code is Code.INVALID
+
+
+def test_an_action_that_raises_is_a_failed_outcome_and_the_watch_goes_on(tmp_path, monkeypatch):
+    import spacrq.queue.watch as watch_module
+
+    def broken(*_a, **_k):
+        raise OSError("the disk is gone")
+    monkeypatch.setattr(watch_module, "queue_to_open", broken)
+    watch = QueueWatch()
+    watch.poll({})
+    _snap, answer = _asked(watch, {}, 1, "choose_queue", folder=str(tmp_path))
+    assert answer.code is Code.FAILED and "the disk is gone" in answer.message
+    _snap, answer = _asked(watch, {}, 2, "new_name", folder=str(tmp_path))
+    assert answer.ok
+
+
+def test_close_returns_within_its_timeout_in_the_middle_of_a_long_check(tmp_path, monkeypatch):
+    """A window closing while 1000 jobs are checked is not held until the check ends."""
+    import spacrq.queue.validate as validate_module
+
+    real = validate_module.validate_job
+    checking = threading.Event()
+
+    def slow(*args, **kwargs):  # a job whose check takes a while (a cluster to reach)
+        checking.set()
+        time.sleep(0.002)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(validate_module, "validate_job", slow)
+    watch = QueueWatch()
+    watch.poll({})
+    watch.submit(1, "validate", document=_queue(1000).to_dict())
+    results = []
+    poller = threading.Thread(target=lambda: results.append(watch.poll({})), daemon=True)
+    poller.start()
+    assert checking.wait(30), "the check started"
+    started = time.monotonic()
+    assert watch.close(1.0), "idle within the timeout"
+    assert time.monotonic() - started < 1.0
+    poller.join(1.0)
+    assert not poller.is_alive() and results == [None], "an interrupted poll hands nothing over"
+    assert watch.interrupted() and watch.poll({}) is None
+
+
+def test_a_watch_closed_mid_read_keeps_nothing_half_read(tmp_path, monkeypatch):
+    path = _saved(tmp_path, 2000)
+    watch = QueueWatch()
+    import spacrq.queue.pane as pane_module
+    real = pane_module.job_row
+    closing = []
+
+    def close_midway(number, job):
+        if number == 300 and not closing:
+            closing.append(threading.Thread(target=watch.close, args=(5.0,), daemon=True))
+            closing[0].start()
+            wait_until(watch.interrupted, what="the close to begin")
+        return real(number, job)
+    monkeypatch.setattr(pane_module, "job_row", close_midway)
+    assert watch.poll({"path": str(path)}) is None
+    closing[0].join(5.0)
+    assert not closing[0].is_alive()
+
+
+def test_an_edit_is_made_by_the_watch_and_answered_with_the_edits_code(tmp_path):
+    q = _queue(2)
+    q.jobs[0].status = "success"
     path = _saved(tmp_path, q)
-    text = path.read_text()
-    assert parse_in_pieces(text) == json.loads(text)
+    watch = _watching(path)
+    view = {"path": str(path)}
+    snap, answer = _asked(watch, view, 1, "edit", job_id="command-2",
+                          changes={"label": "measure plate 2"})
+    assert answer.code is Code.DONE and answer.data["job"]["label"] == "measure plate 2"
+    snap = watch.poll(view)
+    assert snap.rows[1].value.label == "measure plate 2", "the edited file is read again"
+    _snap, answer = _asked(watch, view, 2, "edit", job_id="command-1", changes={"label": "x"})
+    assert answer.code is Code.REFUSED and answer.message
+    _snap, answer = _asked(watch, view, 3, "edit", job_id="ghost", changes={"label": "x"})
+    assert answer.code is Code.MISSING
 
 
-def test_trailing_commas_are_refused_as_json_refuses_them():
-    for text in ('{"a": 1,}', '{"jobs": [{"id": "a"},]}'):
-        with pytest.raises(ValueError):
-            parse_in_pieces(text)
+def test_journal_lines_after_the_hand_over_are_applied_to_a_clone_not_re_read(tmp_path,
+                                                                              monkeypatch):
+    q = _queue(50)
+    path = _saved(tmp_path, q)
+    watch = QueueWatch()
+    handed = watch.poll({"path": str(path)}).queue
+    monkeypatch.setattr(Queue, "from_dict", lambda *_a, **_k: pytest.fail("the file was re-read"))
+    with _journal(q, path) as journal:
+        _journal_status(journal, q.jobs[3], "running")
+    snap = watch.poll({"path": str(path)})
+    assert snap.rows[3].value.status == "running"
+    assert handed.jobs[3].status == "pending", "the editor's queue is untouched"
+
+
+def test_run_checks_the_queue_the_watch_already_read(tmp_path, monkeypatch):
+    import spacrq.queue.watch as watch_module
+
+    path = _saved(tmp_path, 3)
+    watch = _watching(path)
+    monkeypatch.setattr(watch_module, "load_queue", lambda *_a: pytest.fail("the file was re-read"))
+    monkeypatch.setattr(watch_module, "start_runner", lambda *_a, **_k: type("Ref", (), {"pid": 7})())
+    _snap, answer = _asked(watch, {"path": str(path)}, 1, "run", how="run")
+    assert answer.code is Code.DONE and answer.data["pid"] == 7 and not answer.data["saved"]

@@ -10,16 +10,22 @@ from PySide6.QtCore import Qt
 from spacrq.queue.model import Job, Queue
 from spacrq.queue.runner import runner_state
 from spacrq.queue.store import load_queue, logs_dir, save_queue
-from spacrq.queue.watch_rows import JobRow
-from spacrq.ui.queue_model import COL_STATUS, COL_TIME, QueueTableModel
-from spacrq.ui.queue_pane import QueuePane
+from spacrq.queue.pane import COL_STATUS, COL_TIME, STATUS_LOOK, rows
+from spacrq.ui.log_view import LOG_LINES
+from spacrq.ui.queue_pane import QueuePane, table_columns
+from spacrq.ui.table_model import RowTable
 
 PY = sys.executable
 
 
 @pytest.fixture
-def make_pane(open_pane):
-    return lambda: open_pane(QueuePane)
+def make_pane(open_pane, qtbot):
+    """A Queue pane that has found its queue (the watch chooses it) and its modules."""
+    def make():
+        pane = open_pane(QueuePane)
+        qtbot.waitUntil(lambda: pane.path is not None and not pane.waiting_for())
+        return pane
+    return make
 
 
 def _command(argv, **kw) -> Job:
@@ -36,7 +42,11 @@ def _write_queue(workspace, jobs, name="night") -> str:
 
 
 def _statuses(pane) -> list[str]:
-    return [r.status for r in pane.model.rows]
+    return [r.value.status for r in pane.model.rows]
+
+
+def _ids(pane) -> list[str]:
+    return [r.key for r in pane.model.rows]
 
 
 def _wait_for_runner_to_end(qtbot, pane, timeout=30_000):
@@ -46,11 +56,13 @@ def _wait_for_runner_to_end(qtbot, pane, timeout=30_000):
 
 
 def _add(qtbot, pane, command: str, **fields) -> None:
+    """Type a job into the editor and press Enter; returns once the watch checked it."""
     pane.editor.module.setCurrentText("command")
     pane.editor.main.setText(command)
     for name, value in fields.items():
         getattr(pane.editor, name).setText(value)
     qtbot.keyClick(pane.editor.main, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not pane.waiting_for("check_job"))
 
 
 # -- editing -------------------------------------------------------------------------
@@ -59,8 +71,8 @@ def test_enter_adds_a_valid_job_and_refuses_a_broken_one(qtbot, make_pane):
     pane = make_pane()
     assert pane.model.rowCount() == 0 and pane.dirty
     _add(qtbot, pane, "true", label="warm up")
-    assert [r.job_id for r in pane.model.rows] == ["command-1"]
-    assert pane.model.rows[0].label == "warm up"
+    assert _ids(pane) == ["command-1"]
+    assert pane.model.rows[0].value.label == "warm up"
     _add(qtbot, pane, "no-such-program-spacrq --flag", label="")
     assert pane.model.rowCount() == 1, "a job that cannot run is not added"
     assert "not on PATH" in pane.message.text() and not pane.message.isHidden()
@@ -70,7 +82,7 @@ def test_enter_adds_a_valid_job_and_refuses_a_broken_one(qtbot, make_pane):
     _add(qtbot, pane, "true", overrides="", after="command-1", timeout="2m")
     job = pane.queue.find("command-2")
     assert job.depends_on == ["command-1"] and job.timeout == 120
-    assert pane.model.rows[1].after == "command-1"
+    assert pane.model.rows[1].value.after == "command-1"
 
 
 def test_duplicate_move_and_remove_keep_dependencies_sound(qtbot, make_pane):
@@ -87,12 +99,12 @@ def test_duplicate_move_and_remove_keep_dependencies_sound(qtbot, make_pane):
     qtbot.mouseClick(pane.up_button, Qt.MouseButton.LeftButton)
     assert pane.queue.ids == ["command-1", "command-2", "command-4", "command-3"]
     assert pane.selected_ids() == ["command-4"]
-    assert [r.number for r in pane.model.rows] == [1, 2, 3, 4]
+    assert [r.value.number for r in pane.model.rows] == [1, 2, 3, 4]
     pane.select_job("command-1")
     qtbot.mouseClick(pane.remove_button, Qt.MouseButton.LeftButton)
     assert pane.queue.ids == ["command-2", "command-4", "command-3"]
     assert pane.queue.find("command-3").depends_on == []
-    assert [r.job_id for r in pane.model.rows] == pane.queue.ids
+    assert _ids(pane) == pane.queue.ids
 
 
 def test_save_writes_the_file_and_a_new_pane_opens_the_newest(qtbot, make_pane, workspace):
@@ -119,6 +131,7 @@ def test_unsaved_edits_are_not_discarded_by_one_open(qtbot, make_pane, workspace
     pane = make_pane()
     qtbot.waitUntil(lambda: pane.model.rowCount() == 2)
     pane._new_clicked()
+    qtbot.waitUntil(lambda: pane.dirty and pane.model.rowCount() == 0)
     _add(qtbot, pane, "echo mine")
     assert not pane.open_queue(other)
     assert "unsaved" in pane.message.text()
@@ -135,12 +148,13 @@ def test_a_file_changed_on_disk_is_shown_unless_edits_are_unsaved(qtbot, make_pa
     assert pane.queue.find("command-2").settings == {"argv": ["echo", "by hand"]}
     qtbot.mouseClick(pane.save_button, Qt.MouseButton.LeftButton)  # nothing to save: disabled
     _add(qtbot, pane, "echo mine")
+    handed = []
+    pane.poller.snapshot.connect(
+        lambda s: handed.append(s) if getattr(s, "queue", None) is not None else None)
     pane.save()
     qtbot.waitUntil(lambda: not pane.dirty)
     _add(qtbot, pane, "echo newer")  # edits right after a save
-    with qtbot.waitSignal(pane.poller.snapshot, timeout=5000,
-                          check_params_cb=lambda s: s.queue is not None):
-        pass  # the poller reports the pane's own save
+    qtbot.waitUntil(lambda: bool(handed), timeout=5000)  # the watch reports the pane's own save
     assert "changed on disk" not in pane.message.text() and pane.dirty
     assert pane.model.rowCount() == 4
     _write_queue(workspace, [_command(["true"])])  # someone else rewrites it
@@ -193,12 +207,16 @@ def test_a_hand_broken_queue_file_is_one_sentence_inline(qtbot, make_pane, works
 # -- the table model -----------------------------------------------------------------------
 
 def _rows(n, status="pending", changed=None):
-    return tuple(JobRow(number=i + 1, job_id=f"job-{i}", module="command", label=f"job {i}",
-                        after="", status=(changed or {}).get(i, status)) for i in range(n))
+    return rows([Job(module="command", id=f"job-{i}", label=f"job {i}",
+                     status=(changed or {}).get(i, status)) for i in range(n)])
+
+
+def _model() -> RowTable:
+    return RowTable(table_columns(), looks=STATUS_LOOK, bold_looks=("running",))
 
 
 def test_model_signals_only_the_rows_that_changed(qtbot):
-    model = QueueTableModel()
+    model = _model()
     model.set_rows(_rows(500))
     changed, resets, inserted, removed = [], [], [], []
     model.dataChanged.connect(lambda a, b, *_: changed.append((a.row(), b.row())))
@@ -219,15 +237,14 @@ def test_model_signals_only_the_rows_that_changed(qtbot):
     assert model.data(model.index(8, COL_STATUS)) == "running"
     assert model.data(model.index(300, COL_STATUS), Qt.ItemDataRole.BackgroundRole) is not None
     changed.clear()
-    running = model.tick()
+    running = model.tick(ticking=lambda row: row.look == "running")
     assert running == [8] and changed == [(8, 8)]
 
 
 def test_a_failed_jobs_error_is_its_status_tooltip(qtbot):
-    model = QueueTableModel()
-    row = JobRow(number=1, job_id="a", module="command", label="", after="", status="failed",
-                 error="Timeout: stopped after 2m", exit_code=-15)
-    model.set_rows((row,))
+    model = _model()
+    model.set_rows(rows([Job(module="command", id="a", status="failed",
+                             error="Timeout: stopped after 2m", exit_code=-15)]))
     tip = model.data(model.index(0, COL_STATUS), Qt.ItemDataRole.ToolTipRole)
     assert "Timeout: stopped after 2m" in tip and "exit code -15" in tip
     assert model.data(model.index(0, COL_TIME)) == "—"
@@ -286,12 +303,13 @@ def test_stop_lets_the_running_job_finish_and_starts_no_other(qtbot, make_pane, 
     qtbot.waitUntil(lambda: _statuses(pane) == ["success", "not_run"], timeout=10_000)
     assert pane.resume_button.isEnabled()
     first_run = runner_state(pane.path)["pid"]
-    first_finished = pane.model.rows[0].finished_at
+    first_finished = pane.model.rows[0].value.finished_at
     qtbot.mouseClick(pane.resume_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: (runner_state(pane.path) or {}).get("pid") != first_run, timeout=10_000)
     _wait_for_runner_to_end(qtbot, pane)
     qtbot.waitUntil(lambda: _statuses(pane) == ["success", "success"], timeout=10_000)
-    assert pane.model.rows[0].finished_at == first_finished, "the finished job was not run again"
+    assert pane.model.rows[0].value.finished_at == first_finished, \
+        "the finished job was not run again"
 
 
 def test_abort_stops_the_running_job_now_after_one_question(qtbot, make_pane, workspace,
@@ -325,11 +343,11 @@ def test_reopening_shows_a_running_queue_live_and_can_stop_it(qtbot, make_pane, 
     assert pane.stop_button.isEnabled() and pane.abort_button.isEnabled()
     assert not pane.run_button.isEnabled() and not pane.editor.isEnabled()
     assert "command-1" in pane.runner_label.text()
-    before = json.loads(open(pane.path).read())
+    before = json.loads(pane.path.read_text())
     pane.add_job_from_editor()
     assert "Stop it first" in pane.message.text()
     assert not pane.save(), "Save is refused at once"
-    assert json.loads(open(pane.path).read()) == before, "nothing saved over the runner's file"
+    assert json.loads(pane.path.read_text()) == before, "nothing saved over the runner's file"
     shown = pane.model.data(pane.model.index(0, COL_TIME))
     qtbot.waitUntil(lambda: pane.model.data(pane.model.index(0, COL_TIME)) != shown, timeout=5000)
     monkeypatch.setattr(pane, "_ask_abort", lambda: True)
@@ -340,7 +358,6 @@ def test_reopening_shows_a_running_queue_live_and_can_stop_it(qtbot, make_pane, 
 
 
 def test_a_job_writing_a_huge_log_keeps_the_pane_live_and_bounded(qtbot, make_pane, workspace):
-    from spacrq.ui.queue_panels import LOG_LINES
     chatty = [PY, "-c", "import sys\nw = sys.stdout.write\nfor i in range(2_500_000): "
                         "w(f'line {i:08d} of a chatty job\\n')\nprint('the end')"]
     _write_queue(workspace, [_command(chatty), _command(["true"])])
@@ -358,3 +375,65 @@ def test_a_job_writing_a_huge_log_keeps_the_pane_live_and_bounded(qtbot, make_pa
                     timeout=10_000)
     assert pane.log.text.document().blockCount() <= LOG_LINES + 1
     assert len(pane.log.shown_text()) < 200_000
+
+
+# -- nothing slow on the GUI thread, and a shutdown within its budget ------------------------
+
+def test_adding_a_job_with_a_settings_file_reads_nothing_on_the_gui_thread(
+        qtbot, make_pane, tmp_path, gui_thread_does_no_io):
+    """The settings file is read, its paths looked at and the module imported by the watch."""
+    settings = tmp_path / "copy.csv"
+    settings.write_text('Key,Value\nargv,"[""true""]"\n')
+    pane = make_pane()
+    assert gui_thread_does_no_io.active, "the GUI-thread I/O guard watches this test"
+    pane.editor.module.setCurrentText("command")
+    pane.editor.settings.setText(str(settings))
+    qtbot.keyClick(pane.editor.settings, Qt.Key.Key_Return)
+    assert pane.model.rowCount() == 0 and "Checking" in pane.message.text()
+    assert not pane.editor.add_button.isEnabled(), "Add waits for the check"
+    assert pane.editor.isEnabled(), "the fields stay live: the next job can be typed"
+    qtbot.waitUntil(lambda: pane.model.rowCount() == 1)
+    assert pane.queue.jobs[0].settings == str(settings)
+    settings.write_text("no header here\n")
+    qtbot.keyClick(pane.editor.settings, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "Job not added" in pane.message.text())
+    assert "Key,Value" in pane.message.text() and pane.model.rowCount() == 1
+    assert gui_thread_does_no_io.flags == []
+
+
+def test_the_editor_describes_a_module_from_what_the_watch_found(qtbot, make_pane):
+    pane = make_pane()
+    qtbot.waitUntil(lambda: "settings: argv" in pane.editor.about.text())
+    pane.editor.module.setCurrentText("python")
+    assert "checking" in pane.editor.about.text()
+    qtbot.waitUntil(lambda: "settings:" in pane.editor.about.text()
+                    and "checking" not in pane.editor.about.text())
+    pane.editor.module.setCurrentText("command")
+    assert "settings: argv" in pane.editor.about.text(), "a module is described once"
+
+
+def test_the_pane_shuts_down_within_its_budget_in_the_middle_of_a_heavy_check(
+        qtbot, make_pane, monkeypatch):
+    import threading
+    import time
+
+    import spacrq.queue.validate as validate_module
+
+    real = validate_module.validate_job
+    checking = threading.Event()
+
+    def slow(*args, **kwargs):  # each job's check takes a while (a cluster to reach)
+        checking.set()
+        time.sleep(0.002)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(validate_module, "validate_job", slow)
+    pane = make_pane()
+    big = Queue(name="big")
+    for i in range(1000):
+        big.jobs.append(_command(["true"], id=f"j{i}"))
+    pane.ask("validate", document=big.to_dict())
+    qtbot.waitUntil(checking.is_set)
+    started = time.monotonic()
+    assert pane.shutdown(1.0), "the poller and the watch both stopped"
+    assert time.monotonic() - started < 1.0
+    assert not pane.poller.is_running()

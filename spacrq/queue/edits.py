@@ -1,0 +1,312 @@
+"""Changing a job that has not run yet, in its queue file, checked like a new job.
+
+An operator who spots a wrong input at 18:00 wants to fix job 7, not remove
+it and add a copy at the end (which would change the order and drop every
+``after`` that named it).  :func:`edit_job` changes the fields an operator
+writes — ``settings``, ``overrides``, ``after``, ``timeout``, ``label`` — of
+one job, under the queue's edit lock, and saves the file atomically: two
+writers at once both land, and a crash mid-save leaves the old file whole.
+
+Which jobs may change: only those a run will still start, ``pending`` and
+``not_run`` (a queue that was stopped or aborted before reaching them).
+A running job already read its settings; a finished one (success, failed,
+skipped) is the record of what produced its results, and rewriting that
+record would make the morning report lie — to run it again differently,
+duplicate it.
+
+The edited job is validated exactly as the Add button validates a new one
+(:func:`spacrq.queue.validate.validate_job`): errors refuse the edit and
+nothing is written; warnings are passed back.  ``after`` may only name jobs
+earlier in the queue, which also rules out a cycle.
+
+A queue whose runner is running can be edited too, as it can be added to:
+the runner takes the new values in before it starts the job
+(:func:`take_edits`, called by :mod:`spacrq.queue.persist`), and it marks the
+job running in its journal under the same lock, so an edit either reaches
+the job before it starts or is refused because it already started — never
+written and then silently ignored.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from spacrq.queue.model import (RESUMABLE_STATUSES, STATUS_RUNNING, Job, Queue, QueueError)
+from spacrq.queue.settings import SettingsError, split_override
+from spacrq.queue.store import edit_lock, load_queue, save_queue
+from spacrq.queue.validate import Modules, validate_job
+from spacrq.watching import Code
+
+__all__ = ["EDIT_KEYS", "EDITABLE_STATUSES", "EditError", "EditRefused", "EditInvalid",
+           "EditMissing", "EditBusy", "EditFailed", "edit_job", "edit_refusal", "take_edits"]
+
+#: the keys of ``changes`` (``after`` is the job's ``depends_on``)
+EDIT_KEYS: tuple[str, ...] = ("settings", "overrides", "after", "timeout", "label")
+#: the job fields those keys change, as the file names them
+EDIT_FIELDS: tuple[str, ...] = ("settings", "overrides", "depends_on", "timeout", "label")
+#: jobs a run will still start: the only ones whose settings may change
+EDITABLE_STATUSES: tuple[str, ...] = RESUMABLE_STATUSES
+
+
+class EditError(Exception):
+    """An edit that was not made; the message is one sentence with the fix."""
+
+    code: Code = Code.FAILED
+
+
+class EditRefused(EditError):
+    """The job cannot change now (it is running or finished)."""
+
+    code = Code.REFUSED
+
+
+class EditInvalid(EditError):
+    """A value is wrong; the message says which and how to write it."""
+
+    code = Code.INVALID
+
+
+class EditMissing(EditError):
+    """The queue file or the job is not there (any more)."""
+
+    code = Code.MISSING
+
+
+class EditBusy(EditError):
+    """Another writer held the queue for longer than an edit waits."""
+
+    code = Code.CONFLICT
+
+
+class EditFailed(EditError):
+    """The file could not be read, locked or written; nothing was changed."""
+
+    code = Code.FAILED
+
+
+def edit_refusal(job: Job) -> str:
+    """Why ``job`` cannot be edited in place, or ``''`` when it can (the pane's tip)."""
+    if job.status in EDITABLE_STATUSES:
+        return ""
+    if job.status == STATUS_RUNNING:
+        return (f"job {job.id} is running and already read its settings; wait for it to end, "
+                "then duplicate it to run it again differently")
+    ended = _ENDED.get(job.status, f"is {job.status.replace('_', ' ')}")
+    return (f"job {job.id} {ended}: its settings are the record of what ran; duplicate it to "
+            "run it again differently")
+
+
+_ENDED = {"success": "succeeded", "failed": "failed", "skipped": "was skipped"}
+
+
+# -- reading the changes --------------------------------------------------------------
+
+def _settings(value: Any) -> str | dict:
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise EditInvalid("every setting name must be text; write settings like "
+                              '{"diameter": 30}')
+        return dict(value)
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value).strip()
+    raise EditInvalid(f"settings must be a settings file path or an object of settings, not "
+                      f"a {type(value).__name__}")
+
+
+def _overrides(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        items = [f"{k}={v}" for k, v in value.items()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        items = [v.strip() for v in value if v.strip()]
+    else:
+        raise EditInvalid('overrides must be key=value texts, written like ["diameter=30"]')
+    for item in items:
+        try:
+            split_override(item)
+        except SettingsError as exc:
+            raise EditInvalid(str(exc)) from None
+    return items
+
+
+def _after(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, str) and v.strip() for v in value):
+        raise EditInvalid('"after" must be a list of job ids, written like ["mask-1"]')
+    out: list[str] = []
+    for item in value:
+        if item.strip() not in out:
+            out.append(item.strip())
+    return out
+
+
+def _timeout(value: Any) -> float | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EditInvalid(f"the timeout must be a number of seconds or none, not {value!r:.40}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise EditInvalid(f"the timeout {value:g} is not a positive number of seconds; give "
+                          "one, or none for no limit")
+    return value
+
+
+def _label(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise EditInvalid(f"the label must be text, not a {type(value).__name__}")
+    return value.strip()
+
+
+_READ = {"settings": _settings, "overrides": _overrides, "after": _after,
+         "timeout": _timeout, "label": _label}
+
+
+def _read_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``changes`` as job fields; :raises EditInvalid: an unknown key or a bad value."""
+    if not isinstance(changes, Mapping):
+        raise EditInvalid("the changes must be an object of settings, overrides, after, "
+                          "timeout and label")
+    unknown = sorted(str(k) for k in changes if k not in _READ)
+    if unknown:
+        raise EditInvalid(f"{', '.join(unknown)} cannot be edited; a waiting job's "
+                          f"{', '.join(EDIT_KEYS)} can")
+    fields = {}
+    for key, value in changes.items():
+        fields["depends_on" if key == "after" else key] = _READ[key](value)
+    return fields
+
+
+# -- the edit -------------------------------------------------------------------------
+
+def _cycle(queue: Queue, job_id: str, after: list[str]) -> list[str]:
+    """A dependency path leading back to ``job_id`` from its new ``after``, or []."""
+    by_id = {job.id: job for job in queue.jobs}
+    seen: set[str] = set()
+    stack = [(dep, [job_id, dep]) for dep in after]
+    while stack:
+        node, trail = stack.pop()
+        if node == job_id:
+            return trail
+        if node in seen or node not in by_id:
+            continue
+        seen.add(node)
+        stack.extend((dep, trail + [dep]) for dep in by_id[node].depends_on)
+    return []
+
+
+def _edited(job: Job, fields: Mapping[str, Any]) -> Job:
+    """A copy of ``job`` with ``fields`` changed (the job itself stays as it was)."""
+    data = dict(job.to_dict())
+    data.update(fields)
+    edited = Job.from_dict(data)
+    if not edited.label:
+        edited.label = edited.default_label()
+    return edited
+
+
+def edit_job(queue_path: str | os.PathLike, job_id: str, changes: Mapping[str, Any], *,
+             modules: Modules | None = None, warnings: list[str] | None = None) -> Job:
+    """Change the waiting job ``job_id`` of the queue in ``queue_path``; the job as saved.
+
+    ``changes`` holds any of :data:`EDIT_KEYS`; a key left out keeps its value.
+    ``warnings`` (a list) receives a sentence per warning the check found.
+
+    :raises EditError: :class:`EditMissing` (no such file or job),
+        :class:`EditRefused` (running or finished), :class:`EditInvalid` (a bad
+        value, or the check found errors), :class:`EditFailed` (the file
+        could not be read, locked or written) — nothing is written then.
+    """
+    try:
+        job, problems = _edit(Path(queue_path), job_id, _read_changes(changes), modules)
+    except EditError as exc:
+        raise type(exc)(f"Not changed: {exc}") from None
+    if warnings is not None:
+        warnings.extend(f"{p.message} — {p.fix}" for p in problems)
+    return job
+
+
+def _edit(path: Path, job_id: str, fields: Mapping[str, Any],
+          modules: Modules | None) -> tuple[Job, list]:
+    if not path.exists():
+        raise EditMissing(f"the queue file {path} is not there any more; open it again")
+    lock = edit_lock(path)
+    try:
+        lock.__enter__()
+    except QueueError as exc:
+        raise EditBusy(str(exc)) from None
+    try:
+        queue = load_queue(path)
+        job = queue.find(job_id)
+        if job is None:
+            raise EditMissing(f"job {job_id!r} is not in {path.name} any more; it was "
+                              "removed, or the file was replaced")
+        refusal = edit_refusal(job)
+        if refusal:
+            raise EditRefused(refusal)
+        edited = _edited(job, fields)
+        loop = _cycle(queue, job.id, edited.depends_on)
+        if loop:
+            raise EditInvalid(f"it would make a dependency cycle ({' -> '.join(loop)}); "
+                              "drop one of them from after")
+        problems = validate_job(edited, queue, modules)
+        errors = [p for p in problems if p.is_error]
+        if errors:
+            raise EditInvalid(f"{errors[0].message} — {errors[0].fix}"
+                              + (f" ({len(errors) - 1} more problem(s))"
+                                 if len(errors) > 1 else ""))
+        for name in EDIT_FIELDS:
+            setattr(job, name, getattr(edited, name))
+        save_queue(queue, path)
+        return job, problems
+    except QueueError as exc:
+        if not path.exists():
+            raise EditMissing(f"the queue file {path} is not there any more; open it "
+                              "again") from None
+        raise EditFailed(str(exc)) from None
+    except OSError as exc:
+        raise EditFailed(f"{path} could not be written ({exc.strerror or exc}); check the "
+                         "folder is writable") from None
+    finally:
+        lock.__exit__(None, None, None)
+
+
+# -- the runner's side ----------------------------------------------------------------
+
+def _differs(mine: Job, theirs: Job) -> bool:
+    return (mine.settings != theirs.settings or mine.override_args != theirs.override_args
+            or mine.depends_on != theirs.depends_on or mine.timeout != theirs.timeout
+            or mine.label != theirs.label)
+
+
+def take_edits(mine: Queue, theirs: Queue) -> list[Job]:
+    """Copy the edited fields of waiting jobs from ``theirs`` (the file) into ``mine``
+    (a runner's queue); the jobs of ``mine`` that changed.
+
+    Only a job waiting in both takes anything: the runner's state of a job it
+    ran, or is running, stays the truth, whatever the file says about it.
+    """
+    waiting = {job.id: job for job in mine.jobs if job.status in EDITABLE_STATUSES}
+    changed = []
+    for other in theirs.jobs:
+        job = waiting.get(other.id)
+        if job is None or other.status not in EDITABLE_STATUSES or not _differs(job, other):
+            continue
+        for name in EDIT_FIELDS:
+            value = getattr(other, name)
+            setattr(job, name, dict(value) if isinstance(value, dict)
+                    else list(value) if isinstance(value, list) else value)
+        changed.append(job)
+    return changed
