@@ -148,8 +148,15 @@ def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLik
     :raises RunFileError: for each of those.
     """
     name = str(where) or "the input"
+    too_deep = RunFileError(f"{name} nests objects and arrays more than {max_depth} deep; "
+                            "replace it with a valid file or remove it", where or None)
     try:
-        value = orjson.loads(data)
+        if max_depth and max_depth < _ORJSON_DEPTH and _brackets(data) > max_depth:
+            value = _loads_bounded(data, max_depth)
+            if value is _TOO_DEEP:
+                raise too_deep
+        else:
+            value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         reason = str(exc).split(": line")[0]
         raise RunFileError(f"{name} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
@@ -158,10 +165,40 @@ def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLik
     except RecursionError:
         raise RunFileError(f"{name} is nested too deeply to be a spacrq file; "
                            "replace it with a valid file or remove it", where or None) from None
-    if (isinstance(value, (dict, list)) and max_depth and _brackets(data) > max_depth
-            and _too_deep(value, max_depth)):
-        raise RunFileError(f"{name} nests objects and arrays more than {max_depth} deep; "
-                           "replace it with a valid file or remove it", where or None)
+    return value
+
+
+#: the nesting orjson itself accepts (it refuses 1025 levels)
+_ORJSON_DEPTH = 1024
+_TOO_DEEP = object()
+
+
+def _loads_bounded(data: bytes | bytearray | memoryview | str, max_depth: int) -> Any:
+    """``orjson.loads(data)``, or :data:`_TOO_DEEP` when it nests deeper than ``max_depth``.
+
+    The depth is checked by orjson itself, in the same parse: ``data`` is
+    wrapped in ``1024 - max_depth`` one-element arrays, so orjson's own limit
+    of 1024 levels falls exactly at ``max_depth`` levels of ``data`` — no walk
+    of the parsed value in Python.  Each wrapper must come back as an array
+    of one element, which proves ``data`` was one JSON value on its own.
+    When the wrapped text does not parse, ``data`` is parsed alone: its own
+    error (with its own line and column) is raised, and if it parses, it was
+    too deep.
+    """
+    pad = _ORJSON_DEPTH - max_depth
+    if isinstance(data, str):
+        wrapped: Any = "[" * pad + data + "]" * pad
+    else:
+        wrapped = b"[" * pad + bytes(data) + b"]" * pad
+    try:
+        value = orjson.loads(wrapped)
+    except orjson.JSONDecodeError:
+        orjson.loads(data)  # raises the input's own error where it has one
+        return _TOO_DEEP
+    for _ in range(pad):
+        if type(value) is not list or len(value) != 1:
+            return orjson.loads(data)  # not one value on its own: let orjson say why
+        value = value[0]
     return value
 
 
