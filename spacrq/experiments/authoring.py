@@ -59,7 +59,7 @@ from typing import Any, Mapping, Sequence
 from spacrq.experiments.errors import (CANCEL, JOURNAL_FILE, PLAN_FILE, PROGRESS_FILE,
                                        RECORDS_FILE, ExperimentError)
 from spacrq.experiments.fields import ConfigProblem, Field, resolve_config
-from spacrq.experiments.runs import check_run_id, new_run_id
+from spacrq.experiments.runs import check_run_id, new_run_id, read_config_file
 from spacrq.experiments.stepcontrol import RunStopped, StepControl
 from spacrq.runfiles import (RunFileError, append_jsonl, read_json, read_jsonl, refuse_link,
                              write_json, write_progress)
@@ -138,7 +138,6 @@ def _trim_torn_line(path: Path) -> None:
 
 def _load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """The --config file, read by spacrq's one reader of configuration files."""
-    from spacrq.experiments.runs import read_config_file
     try:
         return read_config_file(path, "configuration")
     except ExperimentError as exc:

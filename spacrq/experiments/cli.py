@@ -29,18 +29,20 @@ from typing import Any
 from spacrq.experiments.live import RunLines
 from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq import experiments as ex
+from spacrq.cli import CliError
+from spacrq.experiments.declarations import check_name
 from spacrq.experiments.errors import ExperimentError
+from spacrq.fmt import duration
 from spacrq.runfiles import RunFileError, dumps, loads
 from spacrq.procs import interpreter
+from spacrq.workspace import default_path
 
 
 def _fail(message: str):
-    from spacrq.cli import CliError
     raise CliError(message)
 
 
 def _root(args) -> Path:
-    from spacrq.workspace import default_path
     return Path(args.workspace).expanduser() if args.workspace else default_path()
 
 
@@ -133,18 +135,12 @@ def _print_status(status: dict, as_json: bool) -> None:
         _say(f"  step in flight: {status['in_flight'].get('step_id')}")
     progress = status.get("progress") or {}
     if progress.get("eta_s") is not None:
-        _say(f"  {progress['fraction']:.0%} done, about {_duration(progress['eta_s'])} left "
+        _say(f"  {progress['fraction']:.0%} done, about {duration(progress['eta_s'])} left "
               f"({progress['step_s']:.2f} s a step)")
     for note in status.get("notes") or []:
         _say(f"  note by {note['by']} at {note['at']}: {note['text']}")
     for line in status.get("reports") or []:
         _say(f"  report: {line}")
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def _wait(run_dir: Path, until: tuple[str, ...] = ex.ENDED_STATES, ok: tuple[str, ...] = (
@@ -169,7 +165,6 @@ def cmd_declare(args) -> int:
         if not sep or not key.strip():
             _fail(f"--env {item!r} must be NAME=value")
         env[key.strip()] = value
-    from spacrq.experiments.declarations import check_name
     name = check_name(args.name)
     root = _root(args)
     folder = root / "experiments" / name

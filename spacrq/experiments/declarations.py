@@ -9,17 +9,22 @@ once rather than one complaint per attempt.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from spacrq.experiments.errors import ExperimentError
+from spacrq.procs import interpreter
 from spacrq.runfiles import RunFileError, read_json, write_json
+from spacrq.watching import Code
 
 __all__ = ["ExperimentSpec", "DECLARATIONS_FILE", "declarations_path", "load_experiments",
-           "save_experiments", "find_experiment", "declare_experiment", "check_name"]
+           "save_experiments", "find_experiment", "declare_experiment", "check_name",
+           "DeclarationError", "declare", "undeclare", "module_of"]
 
 DECLARATIONS_FILE = "experiments.json"
 #: Largest declarations file read: a few hundred bytes an experiment.
@@ -103,8 +108,7 @@ def _spec_of(entry: Mapping[str, Any], workspace_root: Path) -> ExperimentSpec:
 
 
 def _default_python() -> str:
-    from spacrq.procs import interpreter  # python, or the bundle's dispatcher
-    return interpreter()
+    return interpreter()  # python, or the bundle's dispatcher
 
 
 def load_experiments(workspace_root: str | os.PathLike) -> list[ExperimentSpec]:
@@ -174,3 +178,183 @@ def declare_experiment(workspace_root: str | os.PathLike, spec: ExperimentSpec) 
     """Add ``spec`` to the declarations, replacing one of the same name."""
     specs = [s for s in load_experiments(workspace_root) if s.name != spec.name]
     return save_experiments(workspace_root, [*specs, spec])
+
+
+# -- declaring and removing from the window ------------------------------------
+
+#: the lock beside the declarations file, so two windows (or a window and
+#: ``spacrq exp declare``) adding an experiment at once both land
+_LOCK_FILE = ".experiments.json.lock"
+
+
+class DeclarationError(ExperimentError):
+    """A declaration was refused; nothing was written.  ``code`` says how
+    (``INVALID``: a bad name, module or path; ``MISSING``: no such experiment;
+    ``CONFLICT``: the name is taken), the message what to fix."""
+
+    def __init__(self, message: str, code: Code = Code.INVALID) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _declarations_locked(workspace_root: Path) -> Iterator[None]:
+    folder = declarations_path(workspace_root).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+    except OSError as exc:
+        raise DeclarationError(f"could not lock the declarations in {folder}: "
+                               f"{exc.strerror or exc}; check that the workspace is writable",
+                               Code.FAILED) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _current(workspace_root: Path) -> list[ExperimentSpec]:
+    try:
+        return load_experiments(workspace_root)
+    except ExperimentError as exc:
+        raise DeclarationError(f"{exc} — fix or remove that file before declaring or removing "
+                               "an experiment here", Code.CONFLICT) from None
+
+
+def _path_of(text: str | os.PathLike, base: Path) -> Path:
+    path = Path(os.path.expanduser(str(text).strip()))
+    return path if path.is_absolute() else base / path
+
+
+def module_of(module: str | os.PathLike) -> tuple[str, Path | None]:
+    """The import path of ``module`` and, for a package folder, the folder it runs from.
+
+    ``module`` is either a dotted import path (``lab.scan``, found by the
+    interpreter) or a folder holding a package with a ``__main__.py`` (the
+    checkout's own copy); the folder's parent is then where ``python -m`` runs.
+
+    :raises DeclarationError: naming what is wrong and the fix.
+    """
+    text = str(module or "").strip()
+    if not text:
+        raise DeclarationError("no module is given; type its import path (like 'lab.scan') "
+                               "or choose the package folder holding its __main__.py")
+    looks_like_path = any(sep in text for sep in ("/", "\\", os.sep)) or text.startswith(("~", "."))
+    if not looks_like_path and _MODULE.match(text):
+        return text, None
+    folder = Path(os.path.expanduser(text))
+    if not folder.is_dir():
+        if looks_like_path:
+            raise DeclarationError(f"the module folder {folder} does not exist; choose the "
+                                   "package folder holding the module's __main__.py")
+        raise DeclarationError(f"{text!r} is not an import path; give one like 'lab.scan', or "
+                               "choose the package folder holding its __main__.py")
+    folder = folder.resolve()
+    if not (folder / "__main__.py").is_file():
+        raise DeclarationError(f"{folder} holds no __main__.py, so 'python -m {folder.name}' "
+                               "cannot run it; choose the package folder that has one")
+    if not _MODULE.match(folder.name) or "." in folder.name:
+        raise DeclarationError(f"the folder name {folder.name!r} is not an importable name; "
+                               "rename it with letters, digits and '_' only")
+    return folder.name, folder.parent
+
+
+def _python_of(python: str | os.PathLike | None) -> str:
+    """The interpreter: spacrq's own by default, a venv folder meaning its ``bin/python``."""
+    if python is None or not str(python).strip():
+        return interpreter()
+    path = Path(os.path.expanduser(str(python).strip()))
+    if path.is_dir():
+        found = [p for p in (path / "bin" / "python", path / "Scripts" / "python.exe")
+                 if p.is_file()]
+        if not found:
+            raise DeclarationError(f"{path} is a folder with no bin/python; choose the python "
+                                   "of the module's environment (a venv's bin/python)")
+        path = found[0]
+    if not path.is_file():
+        raise DeclarationError(f"the interpreter {path} does not exist; choose the python of "
+                               "the module's environment, or leave it empty for spacrq's own")
+    if not os.access(path, os.X_OK):
+        raise DeclarationError(f"the interpreter {path} is not executable; choose a python "
+                               "program (a venv's bin/python)")
+    return str(path.absolute())
+
+
+def declare(workspace_root: str | os.PathLike, *, name: str, module: str,
+            python: str | os.PathLike | None = None, cwd: str | os.PathLike | None = None,
+            run_root: str | os.PathLike | None = None) -> ExperimentSpec:
+    """Add an experiment to the workspace's declarations, checked whole first.
+
+    Everything is checked before anything is written — the name (a folder
+    name, not taken), the module (an import path, or a package folder), the
+    interpreter (spacrq's own when none is given), the working folder (it must
+    exist; the workspace's folder for the experiment by default, or the
+    package folder's parent) and the run root (not a file) — so a refused
+    declaration leaves the file and the disk as they were.  Relative paths are
+    taken from the workspace.  The file is replaced atomically under a lock.
+
+    :raises DeclarationError: one sentence with the fix.
+    """
+    root = Path(workspace_root)
+    try:
+        name = check_name(name)
+    except ExperimentError as exc:
+        raise DeclarationError(str(exc)) from None
+    module_name, package_home = module_of(module)
+    python = _python_of(python)
+    default_folder = root / "experiments" / name
+    if cwd is not None and str(cwd).strip():
+        work = _path_of(cwd, root)
+        if not work.is_dir():
+            raise DeclarationError(f"the working folder {work} does not exist; choose the "
+                                   "module's checkout (or leave it empty)")
+    else:
+        work = package_home or default_folder
+    runs = _path_of(run_root, root) if run_root is not None and str(run_root).strip() \
+        else default_folder / "runs"
+    if runs.exists() and not runs.is_dir():
+        raise DeclarationError(f"the run root {runs} is a file; choose a folder for the runs")
+    if runs.is_symlink():
+        raise DeclarationError(f"the run root {runs} is a symbolic link; choose the folder "
+                               "itself")
+    spec = ExperimentSpec(name, module_name, python, str(work.absolute()), {},
+                          str(runs.absolute()))
+    with _declarations_locked(root):
+        specs = _current(root)
+        if any(s.name == name for s in specs):
+            raise DeclarationError(f"an experiment called {name!r} is declared already; choose "
+                                   "another name, or remove that one first", Code.CONFLICT)
+        try:
+            if work == default_folder:
+                work.mkdir(parents=True, exist_ok=True)
+            runs.mkdir(parents=True, exist_ok=True)
+            save_experiments(root, [*specs, spec])
+        except OSError as exc:
+            raise DeclarationError(f"could not write the declaration of {name!r}: "
+                                   f"{exc.strerror or exc}; check that the workspace is writable",
+                                   Code.FAILED) from None
+    return spec
+
+
+def undeclare(workspace_root: str | os.PathLike, name: str) -> ExperimentSpec:
+    """Remove a declaration; its runs stay on disk where they are.
+
+    :returns: the declaration removed (so the operator can be told where the runs are).
+    :raises DeclarationError: ``MISSING`` when no experiment of that name is declared.
+    """
+    root = Path(workspace_root)
+    with _declarations_locked(root):
+        specs = _current(root)
+        gone = next((s for s in specs if s.name == str(name)), None)
+        if gone is None:
+            known = ", ".join(s.name for s in specs) or "none"
+            raise DeclarationError(f"no experiment called {name!r} is declared (declared: "
+                                   f"{known}); it may have been removed already", Code.MISSING)
+        try:
+            save_experiments(root, [s for s in specs if s is not gone])
+        except OSError as exc:
+            raise DeclarationError(f"could not write the declarations: {exc.strerror or exc}; "
+                                   "check that the workspace is writable", Code.FAILED) from None
+    return gone

@@ -15,11 +15,20 @@ then stops the process group (SIGTERM, grace, SIGKILL) and — if the module
 could not say so itself — journals ``step_aborted`` and ``run_aborted`` on
 its behalf, so the run reads ``aborted`` and resumes from its last committed
 step rather than looking like a crash.
+
+A run may carry the module's own command-line ``options`` (those its manifest
+declares) and, for a module that ``chooses_devices``, the devices of its
+``setup.yaml`` the operator expects it to use; both are kept in the run's
+``created.json`` so a resume starts the same command.  The devices are a
+record, never an argument: a plesty-lib module's ``--devices`` is the
+question "which devices does this configuration use?" (it prints the list and
+exits), and the module decides its devices from the configuration itself.
 """
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,27 +39,23 @@ import psutil
 
 from spacrq.experiments import control
 from spacrq.experiments.declarations import ExperimentSpec
-from spacrq.experiments.errors import (JOURNAL_FILE, PLAN_FILE, PROCESS_FILE, RUN_CONFIG_FILE,
-                                       RUN_LOGS_DIR, ExperimentError)
-from spacrq.experiments.manifest import plan_digest, spec_environment
+from spacrq.experiments.environment import missing_required, missing_sentence
+from spacrq.experiments.errors import (CREATED_FILE, JOURNAL_FILE, PLAN_FILE, PROCESS_FILE,
+                                       RUN_CONFIG_FILE, RUN_LOGS_DIR, ExperimentError)
+from spacrq.experiments.manifest import (plan_digest, read_devices, read_manifest,
+                                         spec_environment)
+from spacrq.experiments.options import check_devices, check_options, options_argv
 from spacrq.experiments.replay import RunWatch, process_of, status_of
 from spacrq.experiments.runs import (config_text_of, create_run, created_of, has_started,
                                      reconfigure_run, run_config_of, run_dir_of)
-from spacrq.procs import ProcessRef, spawn_detached, stop_group
+from spacrq.procs import ProcessRef, grace_seconds, spawn_detached, stop_group
 from spacrq.runfiles import (RunFileError, append_jsonl, append_text, read_json_checked,
                              refuse_link, write_json)
 
 __all__ = ["Launched", "start_run", "resume_run", "run_argv", "pause_run", "continue_run",
            "stop_run", "abort_run", "grace_seconds", "wait_for", "check_plan_unchanged",
-           "ENDED_STATES"]
-
-
-def grace_seconds() -> float:
-    """Seconds a run gets to honour an abort before its process group is stopped."""
-    try:
-        return max(0.0, float(os.environ.get("SPACRQ_GRACE", 10)))
-    except ValueError:
-        return 10.0
+           "ENDED_STATES", "check_options", "check_devices", "options_argv",
+           "missing_environment", "refuse_missing_environment", "prepare_run", "devices_for"]
 
 
 @dataclass
@@ -76,12 +81,92 @@ class Launched:
 
 
 def run_argv(spec: ExperimentSpec, run_dir: Path, *, resume: bool) -> list[str]:
-    """The command line of a run (plesty-lib's ``ExperimentCLI`` flags)."""
+    """The command line of a run (plesty-lib's ``ExperimentCLI`` flags), then the
+    module's own options the run was created with (kept in its ``created.json``,
+    so a resume starts the same command).
+
+    :raises ExperimentError: when the recorded options are not ones spacrq wrote
+        (a hand-edited ``created.json``).
+    """
     argv = [str(spec.python), "-m", spec.module, "--run-root", str(run_dir.parent)]
     argv += ["--resume", run_dir.name] if resume else ["--run-id", run_dir.name]
     if (run_dir / RUN_CONFIG_FILE).is_file():
         argv += ["--config", str(run_dir / RUN_CONFIG_FILE)]
-    return argv
+    return argv + options_argv(created_of(run_dir).get("options"), where=run_dir / CREATED_FILE)
+
+
+# -- the module's own options, its devices, its environment -------------------------
+
+def devices_for(spec: ExperimentSpec, config: Mapping[str, Any],
+                env: Mapping[str, str] | None = None) -> list[str] | None:
+    """The devices of its ``setup.yaml`` the module says a run of ``config`` uses
+    (``None``: all of them) — for the form's device list; asked on a worker thread."""
+    with tempfile.TemporaryDirectory(prefix="spacrq-devices-") as folder:
+        path = Path(folder) / RUN_CONFIG_FILE
+        path.write_text(config_text_of(dict(config)), encoding="utf-8")
+        return read_devices(spec, None, None, str(path), env=_environment(spec, env))
+
+
+def missing_environment(spec: ExperimentSpec, manifest: Mapping[str, Any],
+                        env: Mapping[str, str] | None = None) -> list[str]:
+    """The required variables of ``manifest`` a run of ``spec`` would lack.
+
+    The run's environment is ``env`` (this process's by default), then the
+    module's ``.env``, then the declaration's ``env`` — the one it starts with.
+    """
+    return missing_required(manifest, _environment(spec, env))
+
+
+def refuse_missing_environment(spec: ExperimentSpec, manifest: Mapping[str, Any] | None,
+                               env: Mapping[str, str] | None = None) -> None:
+    """The door: refuse a run whose module needs a variable its environment leaves unset.
+
+    Without ``manifest`` the module is asked for it; a module that cannot say
+    is left to say so itself when it starts.
+    """
+    if manifest is None:
+        try:
+            manifest = read_manifest(spec, env=_environment(spec, env))
+        except ExperimentError:
+            return
+    missing = missing_environment(spec, manifest, env)
+    if missing:
+        who = str(manifest.get("title") or spec.name)
+        raise ExperimentError(missing_sentence(missing, who))
+
+
+def _launch_fields(spec: ExperimentSpec, manifest: Mapping[str, Any] | None,
+                   options: Mapping[str, Any] | None, devices: Any,
+                   env: Mapping[str, str] | None) -> tuple[dict[str, Any], Mapping | None]:
+    """What a run records beside its configuration to start the same way on resume,
+    and the manifest they were checked against (asked of the module when needed)."""
+    fields: dict[str, Any] = {}
+    if manifest is None and (options or devices is not None):
+        manifest = read_manifest(spec, env=_environment(spec, env))
+    if options:
+        fields["options"] = check_options(manifest, options)
+    chosen = check_devices(manifest, devices)
+    if chosen is not None:
+        fields["devices"] = chosen
+    return fields, manifest
+
+
+def prepare_run(spec: ExperimentSpec, run_id: str, config: Mapping[str, Any] | None = None, *,
+                config_text: str | None = None, config_source: str = "",
+                options: Mapping[str, Any] | None = None, devices: Any = None,
+                manifest: Mapping[str, Any] | None = None, **fields: Any) -> Path:
+    """Create a run to start later, with its configuration, options and devices.
+
+    :raises ExperimentError: for options or devices the manifest does not allow,
+        and (as :func:`~spacrq.experiments.runs.create_run`) a name that is taken.
+    """
+    run_dir = run_dir_of(spec.run_root, run_id)
+    text = config_text if config_text is not None else (
+        config_text_of(dict(config)) if config is not None else None)
+    extra, _ = _launch_fields(spec, manifest, options, devices, None)
+    create_run(run_dir, text, experiment=spec.name, module=spec.module, config=config_source,
+               **fields, **extra)
+    return run_dir
 
 
 def _environment(spec: ExperimentSpec, base: Mapping[str, str] | None) -> dict[str, str]:
@@ -143,25 +228,36 @@ def _refuse_if_live(run_dir: Path) -> None:
 
 def start_run(spec: ExperimentSpec, run_id: str, config: Mapping[str, Any] | None = None, *,
               config_text: str | None = None, config_source: str = "",
-              env: Mapping[str, str] | None = None, detached: bool = True) -> Launched:
+              env: Mapping[str, str] | None = None, detached: bool = True,
+              options: Mapping[str, Any] | None = None, devices: Any = None,
+              manifest: Mapping[str, Any] | None = None) -> Launched:
     """Start a new run ``run_id`` of ``spec``, detached (``detached=False``: in the
     caller's process group, for the queue's ``experiment`` job).
 
     A run created beforehand (``create_run``) starts with the configuration
-    it was given; ``config``/``config_text`` here (re)configure it first.
+    it was given; ``config``/``config_text`` here (re)configure it first, and
+    ``options``/``devices`` (checked against ``manifest``) replace the ones it
+    was created with.  A run whose module needs an environment variable the
+    run would not get is refused before anything is written.
     """
     run_dir = run_dir_of(spec.run_root, run_id)
     _check_spec(spec)
     if has_started(run_dir):
         raise ExperimentError(f"run {run_id!r} has already started; resume it, or duplicate it "
                               "to run the same configuration again")
+    extra, manifest = _launch_fields(spec, manifest, options, devices, env)
+    refuse_missing_environment(spec, manifest, env)
     text = config_text if config_text is not None else (
         config_text_of(dict(config)) if config is not None else None)
-    if created_of(run_dir):
+    created = created_of(run_dir)
+    if created:
         if text is not None:
             reconfigure_run(run_dir, text, config_source)
+        if extra:
+            write_json(run_dir / CREATED_FILE, {**created_of(run_dir), **extra})
     else:
-        create_run(run_dir, text, experiment=spec.name, module=spec.module, config=config_source)
+        create_run(run_dir, text, experiment=spec.name, module=spec.module, config=config_source,
+                   **extra)
     control.clear(run_dir)
     return _launch(spec, run_dir, resume=False, env=env, detached=detached)
 
@@ -208,12 +304,15 @@ def _within(given: Any, frozen: Any) -> bool:
 
 
 def resume_run(spec: ExperimentSpec, run_id: str, *, env: Mapping[str, str] | None = None,
-               check_plan: bool = True, detached: bool = True) -> Launched | None:
-    """Continue a run that stopped without finishing, from its last committed step.
+               check_plan: bool = True, detached: bool = True,
+               manifest: Mapping[str, Any] | None = None) -> Launched | None:
+    """Continue a run that stopped without finishing, from its last committed step,
+    with the command it started with (its options are kept with it).
 
     A run paused by a live process is simply let go on (``None`` is
     returned: nothing was started).  The stale control file is cleared first,
     so yesterday's "cancel" does not stop the resumed run at its first step.
+    A run whose module needs an environment variable it would not get is refused.
     """
     run_dir = run_dir_of(spec.run_root, run_id)
     if not (run_dir / JOURNAL_FILE).is_file():
@@ -234,6 +333,7 @@ def resume_run(spec: ExperimentSpec, run_id: str, *, env: Mapping[str, str] | No
         raise ExperimentError(f"run {run_id!r} completed, so there is nothing to resume; "
                               "duplicate it to measure again")
     _refuse_if_live(run_dir)
+    refuse_missing_environment(spec, manifest, env)
     if check_plan:
         check_plan_unchanged(spec, run_dir, env)
     control.clear(run_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from spacrq.experiments.replay import RunWatch
-from spacrq.queue.model import fmt_duration
+from spacrq.fmt import duration
 from spacrq.terminal import Frame, bar
 
 #: states after which a run will not move again without a person
@@ -33,9 +33,9 @@ class RunLines:
         head = (f"{status.get('run_id')}: {status.get('state')}, {done} of {total or '?'} steps "
                 f"{bar(done, total)}")
         if elapsed is not None:
-            head += f"  elapsed {fmt_duration(elapsed)}"
+            head += f"  elapsed {duration(elapsed)}"
         if eta is not None:
-            head += f"  ETA {fmt_duration(eta)}"
+            head += f"  ETA {duration(eta)}"
         lines = [head]
         flight = progress.get("in_flight") or {}
         if flight:

@@ -17,48 +17,71 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from spacrq.experiments.declarations import ExperimentSpec
 from spacrq.experiments.errors import MANIFEST_TIMEOUT, ExperimentError
+from spacrq.experiments.fields import Field
 from spacrq.runfiles import RunFileError, loads
 
 __all__ = ["read_manifest", "read_devices", "run_environment", "spec_environment", "read_dotenv",
-           "ask_module",
+           "ask_module", "ModuleTimedOut", "ModuleNotRun",
            "fields_of", "manifest_defaults", "plan_digest", "check_setting"]
 
 
+class ModuleTimedOut(ExperimentError):
+    """The module did not answer its question within the timeout (it was stopped)."""
+
+
+class ModuleNotRun(ExperimentError):
+    """The module could not be started at all (no interpreter, no working folder)."""
+
+
 def ask_module(spec: ExperimentSpec, args: list[str], cwd: str | os.PathLike,
-               env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess:
+               env: Mapping[str, str] | None, timeout: float, *,
+               on_start: Callable[[subprocess.Popen], Any] | None = None
+               ) -> subprocess.CompletedProcess:
     """Run a question the module answers without connecting to anything.
 
-    :raises ExperimentError: when it cannot be run or does not answer in time.
+    ``on_start`` is handed the child process as soon as it runs, so a caller
+    that must let go early (a window closing) can kill it.
+
+    :raises ModuleTimedOut: when it does not answer in time (it is killed).
+    :raises ModuleNotRun: when it cannot be run.
     """
     python = str(spec.python)
     argv = [python, "-m", spec.module, *args]
     if cwd and not Path(cwd).is_dir():
-        raise ExperimentError(f"the working folder {cwd} of experiment {spec.name!r} does not "
-                              "exist; create it or fix 'cwd' in its declaration")
+        raise ModuleNotRun(f"the working folder {cwd} of experiment {spec.name!r} does not "
+                           "exist; create it or fix 'cwd' in its declaration")
     try:
-        done = subprocess.run(argv, cwd=str(cwd) if cwd else None, env=dict(env) if env else None,
-                              stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout, check=False)
-        # the bytes as printed, for the strict reader; text (bytes that are not
-        # UTF-8 shown as marks) for what is quoted back to the operator
-        done.raw_stdout = done.stdout
-        done.stdout = done.stdout.decode("utf-8", errors="replace")
-        done.stderr = done.stderr.decode("utf-8", errors="replace")
-        return done
-    except subprocess.TimeoutExpired:
-        raise ExperimentError(
-            f"{spec.module} did not answer '{' '.join(args)}' within {timeout:g} s; check that "
-            "importing it connects to nothing (or raise the timeout)") from None
+        child = subprocess.Popen(argv, cwd=str(cwd) if cwd else None,
+                                 env=dict(env) if env else None, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
-        raise ExperimentError(f"the interpreter {python} of experiment {spec.name!r} does not "
-                              "exist; fix 'python' in its declaration") from None
+        raise ModuleNotRun(f"the interpreter {python} of experiment {spec.name!r} does not "
+                           "exist; fix 'python' in its declaration") from None
     except OSError as exc:
-        raise ExperimentError(f"could not run {python} -m {spec.module}: {exc.strerror or exc}; "
-                              "check the declaration's 'python' and 'cwd'") from None
+        raise ModuleNotRun(f"could not run {python} -m {spec.module}: {exc.strerror or exc}; "
+                           "check the declaration's 'python' and 'cwd'") from None
+    with child:
+        if on_start is not None:
+            on_start(child)
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise ModuleTimedOut(
+                f"{spec.module} did not answer '{' '.join(args)}' within {timeout:g} s; check "
+                "that importing it connects to nothing (or raise the timeout)") from None
+    done = subprocess.CompletedProcess(argv, child.returncode, out, err)
+    # the bytes as printed, for the strict reader; text (bytes that are not
+    # UTF-8 shown as marks) for what is quoted back to the operator
+    done.raw_stdout = out
+    done.stdout = out.decode("utf-8", errors="replace")
+    done.stderr = err.decode("utf-8", errors="replace")
+    return done
 
 
 def _last_words(text: str, limit: int = 200) -> str:
@@ -207,7 +230,8 @@ def _kind(doc: Any) -> str:
 
 def read_manifest(spec: ExperimentSpec, python: str | os.PathLike | None = None,
                   cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
-                  timeout: float = MANIFEST_TIMEOUT) -> dict[str, Any]:
+                  timeout: float = MANIFEST_TIMEOUT, *,
+                  on_start: Callable[[subprocess.Popen], Any] | None = None) -> dict[str, Any]:
     """Ask the module what it takes and return its manifest (plesty-lib's document shape).
 
     Without ``env`` the module gets the environment its runs get
@@ -220,7 +244,8 @@ def read_manifest(spec: ExperimentSpec, python: str | os.PathLike | None = None,
     if python is not None:
         spec = ExperimentSpec(spec.name, spec.module, str(python), spec.cwd, spec.env, spec.run_root)
     env = spec_environment(spec) if env is None else env
-    done = ask_module(spec, ["--manifest"], cwd if cwd is not None else spec.cwd, env, timeout)
+    done = ask_module(spec, ["--manifest"], cwd if cwd is not None else spec.cwd, env, timeout,
+                      on_start=on_start)
     if done.returncode != 0:
         raise ExperimentError(f"{spec.module} --manifest exited with code {done.returncode} "
                               f"saying: {_last_words(done.stderr or done.stdout)}; fix the module "
@@ -363,7 +388,6 @@ def check_setting(manifest: Mapping[str, Any], key: str, value: Any, who: str = 
 
     :raises ExperimentError: one sentence naming the setting and the fix.
     """
-    from spacrq.experiments.fields import Field
     who = who or str(manifest.get("title") or manifest.get("module") or "this experiment")
     declared = dict(fields_of(manifest))
     if key not in declared:

@@ -28,8 +28,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import psutil
@@ -54,10 +53,61 @@ class Owner:
 
 @dataclass(frozen=True)
 class _Proc:
+    """A process of one scan; what is worked out about it is kept for the scan's lifetime,
+    so twenty runs asking about the same process table resolve each path once."""
+
     pid: int
     started: float
     cmdline: tuple[str, ...]
-    cwd: str | None
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def cwd(self) -> str | None:
+        """Its working folder, read the first time a relative path needs it."""
+        if "\0cwd" not in self._memo:
+            try:
+                self._memo["\0cwd"] = psutil.Process(self.pid).cwd()
+            except (psutil.Error, OSError):
+                self._memo["\0cwd"] = None
+        return self._memo["\0cwd"]
+
+    def where(self, path: str) -> str | None:
+        """``path`` of its command line as an absolute, resolved path (None: cannot say)."""
+        if path not in self._memo:
+            absolute = os.path.isabs(os.path.expanduser(path))
+            self._memo[path] = _resolved(path, None if absolute else self.cwd)
+        return self._memo[path]
+
+    def paths(self) -> frozenset[str]:
+        """The resolved paths its command line names (the arguments holding a ``/``)."""
+        if "\0paths" not in self._memo:
+            self._memo["\0paths"] = frozenset(
+                where for arg in self.cmdline[1:] if not arg.startswith("-") and os.sep in arg
+                for where in (self.where(arg),) if where is not None)
+        return self._memo["\0paths"]
+
+    def words(self) -> frozenset[str]:
+        """Its command line's arguments that are not options (a bare run id among them)."""
+        if "\0words" not in self._memo:
+            self._memo["\0words"] = frozenset(a for a in self.cmdline[1:] if not a.startswith("-"))
+        return self._memo["\0words"]
+
+    def flag(self, names: tuple[str, ...]) -> str | None:
+        """The value of the last of ``names`` on its command line (see :func:`_flag`)."""
+        key = ("\0flag", names)
+        if key not in self._memo:
+            self._memo[key] = _flag(self.cmdline, names)
+        return self._memo[key]
+
+    def open_paths(self) -> tuple[str, ...]:
+        """The files it holds open (read once per scan)."""
+        if "\0open" not in self._memo:
+            try:
+                files = tuple(f.path for f in psutil.Process(self.pid).open_files())
+            except (psutil.Error, OSError):
+                files = ()
+            self._memo["\0open"] = files
+        return self._memo["\0open"]
 
 
 _lock = threading.Lock()
@@ -86,25 +136,21 @@ def _processes() -> list[_Proc]:
         cmdline = info.get("cmdline") or []
         if info["pid"] == me or not cmdline:
             continue
-        try:
-            cwd = proc.cwd()
-        except (psutil.Error, OSError):
-            cwd = None
         found.append(_Proc(info["pid"], float(info.get("create_time") or 0.0),
-                           tuple(str(a) for a in cmdline), cwd))
+                           tuple(str(a) for a in cmdline)))
     with _lock:
         _scan = (time.monotonic(), found)
     return found
 
 
-def _resolved(path: str, cwd: str | None) -> Path | None:
-    p = Path(path).expanduser()
-    if not p.is_absolute():
+def _resolved(path: str, cwd: str | None) -> str | None:
+    p = os.path.expanduser(path)
+    if not os.path.isabs(p):
         if cwd is None:
             return None
-        p = Path(cwd) / p
+        p = os.path.join(cwd, p)
     try:
-        return Path(os.path.realpath(p))
+        return os.path.realpath(p)
     except (OSError, ValueError):
         return None
 
@@ -121,30 +167,27 @@ def _flag(cmdline: tuple[str, ...], names: tuple[str, ...]) -> str | None:
     return value
 
 
-def _names_run(proc: _Proc, run_dir: Path, root: Path) -> str:
-    """``"run"`` when the command line names this run, ``"root"`` when only its run root."""
-    for arg in proc.cmdline[1:]:
-        if not arg.startswith("-") and (os.sep in arg or arg == run_dir.name):
-            where = _resolved(arg, proc.cwd)
-            if where == run_dir:
-                return "run"
-    run_root = _flag(proc.cmdline, ("--run-root",))
-    rid = _flag(proc.cmdline, _RUN_ID_FLAGS)
-    under = _resolved(run_root if run_root is not None else "runs", proc.cwd)
-    if rid == run_dir.name and (run_root is None or under in (root, None)):
+def _names_run(proc: _Proc, run_dir: str, root: str) -> str:
+    """``"run"`` when the command line names this run, ``"root"`` when only its run root
+    (``run_dir`` and ``root`` resolved paths)."""
+    name = os.path.basename(run_dir)
+    if run_dir in proc.paths() or (name in proc.words() and proc.where(name) == run_dir):
+        return "run"
+    run_root = proc.flag(("--run-root",))
+    rid = proc.flag(_RUN_ID_FLAGS)
+    if rid != name and (run_root is None or rid is not None):
+        return ""  # names neither this run nor only a run root: nothing to resolve
+    under = proc.where(run_root if run_root is not None else "runs")
+    if rid == name and (run_root is None or under in (root, None)):
         return "run"  # without --run-root the module's own default root applies
     if run_root is not None and under == root and rid is None:
         return "root"
     return ""
 
 
-def _holds_open(pid: int, run_dir: Path) -> bool:
-    try:
-        files = psutil.Process(pid).open_files()
-    except (psutil.Error, OSError):
-        return False
-    prefix = str(run_dir) + os.sep
-    return any(f.path.startswith(prefix) for f in files)
+def _holds_open(proc: _Proc, run_dir: str) -> bool:
+    prefix = run_dir + os.sep
+    return any(path.startswith(prefix) for path in proc.open_paths())
 
 
 def _journaled_pid(start: Mapping[str, Any], start_at: float | None) -> Owner | None:
@@ -169,13 +212,13 @@ def owner_of(run_dir: str | os.PathLike, start: Mapping[str, Any] | None,
     :param start: the run's last ``run_started`` event (``pid``, ``provenance.host``).
     :param start_at: when it was journaled (epoch seconds), if known.
     """
-    key = (os.path.realpath(run_dir), start_at)
+    key = (os.fspath(run_dir), start_at)
     now = time.monotonic()
     with _lock:
         cached = _verdicts.get(key)
     if cached is not None and now - cached[0] < SCAN_TTL:
         return cached[1]
-    owner = _decide(Path(key[0]), start or {}, start_at)
+    owner = _decide(os.path.realpath(run_dir), start or {}, start_at)
     with _lock:
         if len(_verdicts) > 1000:
             _verdicts.clear()
@@ -183,7 +226,7 @@ def owner_of(run_dir: str | os.PathLike, start: Mapping[str, Any] | None,
     return owner
 
 
-def _decide(here: Path, start: Mapping[str, Any], start_at: float | None) -> Owner:
+def _decide(here: str, start: Mapping[str, Any], start_at: float | None) -> Owner:
     provenance = start.get("provenance")
     host = provenance.get("host") if isinstance(provenance, Mapping) else None
     if isinstance(host, str) and host and host != socket.gethostname():
@@ -192,7 +235,7 @@ def _decide(here: Path, start: Mapping[str, Any], start_at: float | None) -> Own
     journaled = _journaled_pid(start, start_at)
     if journaled is not None:
         return journaled
-    root = here.parent
+    root = os.path.dirname(here)
     maybe: _Proc | None = None
     others: list[_Proc] = []
     for proc in _processes():
@@ -208,7 +251,7 @@ def _decide(here: Path, start: Mapping[str, Any], start_at: float | None) -> Own
             others.append(proc)
     for proc in others:
         if proc.cmdline and "python" in os.path.basename(proc.cmdline[0]) and \
-                _holds_open(proc.pid, here):
+                _holds_open(proc, here):
             return Owner("alive", proc.pid, f"pid {proc.pid}, which holds its files open")
     if maybe is not None and psutil.pid_exists(maybe.pid):
         return Owner("unknown", maybe.pid, f"pid {maybe.pid} runs experiments into the same "

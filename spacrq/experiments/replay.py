@@ -43,17 +43,17 @@ from spacrq.experiments.errors import (ABORT, CANCEL, CREATED_FILE, JOURNAL_FILE
                                        PROCESS_FILE, PROGRESS_FILE, RECORDS_FILE,
                                        RESUMABLE_STATES, TERMINAL_EVENTS)
 from spacrq.experiments.owner import Owner, owner_of
+from spacrq.experiments.runs import runs_of
 from spacrq.procs import ProcessRef
-from spacrq.runfiles import (JsonlTail, RunFileError, control_problem, read_json,
+from spacrq.runfiles import (JsonlTail, RunFileError, control_problem, file_stamp, read_json,
                              read_json_checked)
 
 __all__ = ["JournalReplay", "RecordsTail", "RunWatch", "status_of", "progress_of", "steps_of",
            "records_of", "reports_in", "resumable", "is_resumable", "process_of", "record_row",
            "progress_problem"]
 
-#: Events whose time the fold needs (the rest are not parsed for it).
-_TIMED = frozenset({"run_started", "step_started", "step_completed", "run_completed",
-                    "run_canceled", "run_aborted"})
+#: Events whose time the fold needs at once (a step's times are read when asked).
+_TIMED = frozenset({"run_started", "run_completed", "run_canceled", "run_aborted"})
 #: Largest progress snapshot read: a step's few numbers, never megabytes.
 _MAX_PROGRESS_BYTES = 1024 * 1024
 #: How many recent step durations the ETA is averaged over.
@@ -146,13 +146,18 @@ class JournalReplay:
         self.paused = False
         self.total_steps: int | None = None
         self.starts = 0
-        self.in_flight: dict[str, Any] | None = None
+        #: the ``step_started`` event of the step in flight (its time is read when asked)
+        self._flight: Mapping[str, Any] | None = None
         self.last_failure: dict[str, Any] | None = None
         self.stretch_started: float | None = None
         #: events of the right name whose fields have the wrong types: skipped, not folded
         self.bad_events = 0
         self.last_bad: str | None = None
+        #: seconds the last steps took; their (started, completed) times wait in
+        #: ``_untimed`` as journaled until an ETA is asked, so a history of thousands
+        #: of steps has only its last few read as times
         self._durations: deque[float] = deque(maxlen=_ETA_WINDOW)
+        self._untimed: list[tuple[Any, Any]] = []
 
     def feed(self, events: Iterable[Mapping[str, Any]]) -> None:
         for event in events:
@@ -187,7 +192,7 @@ class JournalReplay:
             self.last_start, self.last_start_at = self.last_event, at
             self.terminal, self.ended, self.ended_ts = None, None, None
             self.paused = False
-            self.in_flight = None
+            self._flight = None
             if isinstance(event.get("provenance"), Mapping):
                 self.provenance = dict(event["provenance"])
             if _count(event.get("total_steps")):
@@ -198,9 +203,7 @@ class JournalReplay:
                 self.started_ids.add(step_id)
                 if self.known_ids is None and step_id in self.completed_ids:
                     self._counted += 1
-            self.in_flight = {"step_id": event.get("step_id"), "index": event.get("index"),
-                              "op": event.get("op"), "started": at,
-                              "attempt": event.get("attempt")}
+            self._flight = event
         elif name == "step_completed":
             step_id = event["step_id"]
             if step_id not in self.completed_ids:
@@ -208,16 +211,18 @@ class JournalReplay:
                 known = self.known_ids if self.known_ids is not None else self.started_ids
                 if step_id in known:
                     self._counted += 1
-            flight = self.in_flight
-            if flight and flight.get("step_id") == step_id and flight.get("started") and at:
-                self._durations.append(max(0.0, at - flight["started"]))
-            self.in_flight = None
+            flight = self._flight
+            if flight is not None and flight.get("step_id") == step_id:
+                self._untimed.append((flight.get("ts"), event.get("ts")))
+                if len(self._untimed) > 2 * _ETA_WINDOW:
+                    del self._untimed[:-_ETA_WINDOW]
+            self._flight = None
         elif name == "step_failed":
             self.failed += 1
             self.last_failure = {"step_id": event.get("step_id"), "error": event.get("error"),
                                  "attempt": event.get("attempt")}
         elif name == "step_aborted":
-            self.in_flight = None
+            self._flight = None
         elif name == "run_paused":
             self.paused = True
         elif name == "run_resumed":
@@ -228,7 +233,17 @@ class JournalReplay:
             self.terminal = dict(event)
             self.ended, self.ended_ts = at, event.get("ts")
             self.paused = False
-            self.in_flight = None
+            self._flight = None
+
+    @property
+    def in_flight(self) -> dict[str, Any] | None:
+        """The step in flight: ``step_id``, ``index``, ``op``, ``started`` (epoch), ``attempt``."""
+        event = self._flight
+        if event is None:
+            return None
+        return {"step_id": event.get("step_id"), "index": event.get("index"),
+                "op": event.get("op"), "started": _epoch(event.get("ts")),
+                "attempt": event.get("attempt")}
 
     @property
     def completed(self) -> int:
@@ -263,6 +278,13 @@ class JournalReplay:
         return "paused" if self.paused else "running"
 
     def mean_step_seconds(self) -> float | None:
+        """The mean time of the last steps (``None`` before a step has been timed)."""
+        if self._untimed:
+            for started, completed in self._untimed[-_ETA_WINDOW:]:
+                a, b = _epoch(started), _epoch(completed)
+                if a and b:
+                    self._durations.append(max(0.0, b - a))
+            self._untimed = []
         return sum(self._durations) / len(self._durations) if self._durations else None
 
     def status(self) -> dict[str, Any]:
@@ -278,7 +300,7 @@ class JournalReplay:
             "ended_at": self.ended,
             "provenance": dict(self.provenance),
             "last_event": self.last_event,
-            "in_flight": dict(self.in_flight) if self.in_flight else None,
+            "in_flight": self.in_flight,
             "total": self.total_steps,
             "starts": self.starts,
             "reason": terminal.get("reason") or "",
@@ -364,7 +386,7 @@ class RunWatch:
         self.records = RecordsTail(self.run_dir)
         self._plan_total: int | None = None
         self._plan_ids: frozenset[str] | None = None
-        self._plan_stamp: tuple[int, int] | None = None
+        self._plan_stamp: tuple[int, int, int] | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -374,11 +396,9 @@ class RunWatch:
     def _plan_steps(self) -> tuple[int | None, frozenset[str] | None]:
         """The plan's length and step ids (``None`` for both without a readable plan)."""
         path = self.run_dir / PLAN_FILE
-        try:
-            st = path.stat()
-        except OSError:
+        stamp = file_stamp(path)
+        if stamp is None:
             return None, None
-        stamp = (st.st_ino, st.st_mtime_ns)
         if stamp != self._plan_stamp:
             self._plan_stamp = stamp
             plan, _ = read_json_checked(path, None, expect=dict)
@@ -595,7 +615,6 @@ def is_resumable(run_dir: str | os.PathLike) -> bool:
 def resumable(run_root: str | os.PathLike) -> str | None:
     """The id of the newest run that could be continued: canceled, aborted, failed,
     or left running by a process that is gone.  A completed run is not."""
-    from spacrq.experiments.runs import runs_of
     for run_dir in runs_of(run_root):
         if status_of(run_dir)["resumable"]:
             return run_dir.name

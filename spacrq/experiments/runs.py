@@ -21,7 +21,7 @@ from typing import Any
 
 from spacrq.experiments.errors import (CREATED_FILE, JOURNAL_FILE, PLAN_FILE, RUN_CONFIG_FILE,
                                        RUN_LOGS_DIR, RUN_REPORT_FILE, ExperimentError)
-from spacrq.runfiles import (RunFileError, dumps, loads, read_json, read_json_checked,
+from spacrq.runfiles import (RunFileError, dumps, parse_document, read_json, read_json_checked,
                              refuse_link, safe_name, write_json, write_text)
 
 __all__ = ["check_run_id", "new_run_id", "runs_of", "created_of", "create_run", "has_started",
@@ -166,34 +166,31 @@ def config_text_of(config: dict[str, Any]) -> str:
 def read_config_file(path: str | os.PathLike, what: str = "configuration file") -> dict[str, Any]:
     """A configuration file (JSON or YAML) as a mapping; ``{}`` for an empty file.
 
-    JSON is read by the run-file protocol's strict reader.  A file that looks
-    like JSON (it starts with ``{`` or ``[``) must be valid JSON: YAML would
-    read ``NaN`` or a torn object as text and the run would start on nonsense.
-    Other text is read as YAML when PyYAML is there.
+    Read by the one JSON-or-YAML reader (:func:`spacrq.runfiles.parse_document`):
+    a file that looks like JSON must be valid JSON (YAML would read ``NaN`` or
+    a torn object as text and the run would start on nonsense); other text is
+    YAML, held to the same rules.
 
     :raises ExperimentError: naming the file and the fix, for anything that
         is not a mapping of settings.
     """
     target = Path(path)
     raw = _read_small(target, what)
-    if not raw.strip():
-        return {}
     try:
-        doc = loads(raw, where=target)
+        doc = parse_document(raw, where=target)
     except RunFileError as exc:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is None or text.lstrip().startswith(("{", "[", '"')):
-            raise ExperimentError(f"{exc}; the {what} must be JSON or YAML") from None
-        doc = _yaml(text, target, what)
-        if doc is None:  # a YAML file of comments only: no settings
-            return {}
+        raise ExperimentError(f"{exc}; the {what} must be JSON or YAML") from None
+    if doc is None and _no_settings(raw):  # empty, or a YAML file of comments only
+        return {}
     if not isinstance(doc, dict):
         raise ExperimentError(f"{target} holds {_kind(doc)}, not a mapping of settings; "
                               f"fix the {what}")
     return doc
+
+
+def _no_settings(raw: bytes) -> bool:
+    """Whether a document holds nothing but blank lines and comments."""
+    return all(not line.strip() or line.lstrip().startswith(b"#") for line in raw.splitlines())
 
 
 def _kind(doc: Any) -> str:
@@ -222,15 +219,6 @@ def _read_small(target: Path, what: str) -> bytes:
                               "check the path") from None
     finally:
         os.close(fd)
-
-
-def _yaml(text: str, target: Path, what: str) -> Any:
-    try:
-        import yaml
-        return yaml.safe_load(text)
-    except Exception:  # no PyYAML, or YAML it cannot read (RecursionError included)
-        raise ExperimentError(f"{target} is neither JSON nor YAML; fix the {what} or "
-                              "replace it") from None
 
 
 def run_config_of(run_dir: str | os.PathLike) -> dict[str, Any] | None:

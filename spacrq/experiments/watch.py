@@ -1,400 +1,104 @@
-"""What the Experiments pane shows, computed off the GUI thread.
+"""The Experiments pane's watch: reads the runs, carries out the operator's actions.
 
-The pane's poller calls :meth:`ExperimentsWatch.poll` twice a second.  Every
-run of the chosen experiment is watched by the core's
-:class:`~spacrq.experiments.replay.RunWatch`, which reads only the journal
-lines written since the last look, so twenty live runs cost twenty ``stat``
-calls and a few hundred bytes a refresh.  The snapshot it returns is plain
-data the pane turns into rows, badges and curves.  Everything the pane
-*decides* — which buttons a state allows, what a badge says, when a run will
-end — is a plain function here, so a test reaches it without a window.
+The pane's poller calls :meth:`ExperimentsWatch.poll` twice a second with a
+view naming the experiment and the run looked at.  Every run of the
+experiment is watched by a :class:`~spacrq.experiments.replay.RunWatch`,
+which reads only the journal lines written since the last look, so twenty
+live runs cost twenty ``stat`` calls and a few hundred bytes a refresh; a run
+opened for the first time has its history read in chunks over a few polls
+(it shows "reading…" meanwhile).  Only the looked-at run's records, log,
+notes, configuration and report are read, its records as columns
+(:mod:`spacrq.experiments.records`).
 
-The operator's requests (start, pause, stop, add a note …) are queued with
-:meth:`ExperimentsWatch.submit` and carried out on the poller's thread at the
-start of the next poll: the GUI thread never writes a file or starts a
-process, and the snapshot that follows already shows the effect.
+Actions (``submit(token, action, **args)``) are carried out on the poller's
+thread at the start of the next poll; the slow ones — starting or resuming
+a run, asking a module for its manifest — on threads of their own, so the
+table keeps refreshing, and their :class:`~spacrq.watching.Outcome` comes
+in a later snapshot.  An abort's escalation (grace, then its process group
+stopped) is handed to a detached ``spacrq exp abort``: the window never
+waits for it, and it finishes even if the window closes.
 """
 from __future__ import annotations
 
-import collections
-import contextlib
-import gc
+import getpass
+import inspect
 import math
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-from spacrq.experiments.declarations import declarations_path, find_experiment, load_experiments
-from spacrq.experiments.errors import NOTES_FILE, RECORDS_FILE, RESUMABLE_STATES, RUN_CONFIG_FILE
-from spacrq.experiments.launch import (abort_run, continue_run, pause_run, resume_run, start_run,
-                                       stop_run)
-from spacrq.experiments.manifest import read_dotenv, read_manifest, run_environment
+from spacrq import procs
+from spacrq.experiments import control, launch
+from spacrq.experiments.asking import ManifestAsker
+from spacrq.experiments.declarations import (ExperimentSpec, declarations_path, declare,
+                                             load_experiments, module_of, undeclare)
+from spacrq.experiments.environment import missing_sentence
+from spacrq.experiments.errors import (MANIFEST_TIMEOUT, NOTES_FILE, RECORDS_FILE,
+                                       RUN_CONFIG_FILE, ExperimentError)
+from spacrq.experiments.manifest import read_manifest
 from spacrq.experiments.notes import add_note, notes_of
+from spacrq.experiments.pane import RunRow, reading_row, rows, run_row
+from spacrq.experiments.records import RecordsChunk, chunk_of
 from spacrq.experiments.replay import JournalReplay, RunWatch
-from spacrq.experiments.runs import (config_text_of, create_run, duplicate_run, kept_log,
+from spacrq.experiments.runs import (config_text_of, duplicate_run, kept_log,
                                      new_run_id, reconfigure_run, rename_run, report_of,
                                      run_config_of, run_dir_of, runs_of)
-from spacrq.runfiles import JsonlTail, TextTail
+from spacrq.runfiles import JsonlTail, RunFileError, TextTail, file_stamp
+from spacrq.watching import Code, Outcome, Row, WatchBase
 
-__all__ = [
-    "BADGES", "LIVE_STATES", "badge", "buttons_for", "eta_seconds", "format_duration",
-    "numeric_fields", "field_value", "plot_columns", "record_cells", "record_columns",
-    "RecordsBatch", "Pace", "collector_paused", "run_row", "reading_row", "environment_check",
-    "ExperimentsWatch", "ManifestAsker",
-]
-
-# -- the pane's decisions ------------------------------------------------------
-
-#: state → (badge text, colour).  On a light table: blue is busy, amber waits
-#: on the operator, green is done, red and brown are outcomes to look at.
-BADGES: dict[str, tuple[str, str]] = {
-    "created": ("created", "#7f8c8d"),
-    "running": ("running", "#2471a3"),
-    "paused": ("paused", "#b7950b"),
-    "stopping": ("stopping after this step", "#ca6f1e"),
-    "canceled": ("canceled", "#76448a"),
-    "aborted": ("aborted", "#c0392b"),
-    "interrupted": ("interrupted", "#a04000"),
-    "not_responding": ("not responding", "#a04000"),
-    "completed": ("completed", "#1e8449"),
-    "failed": ("failed", "#922b21"),
-    "not_started": ("not started", "#7f8c8d"),
-    "reading": ("reading…", "#aab7b8"),
-}
-
-#: states in which the run's process is there to be asked something
-LIVE_STATES = ("running", "paused", "stopping")
+__all__ = ["Detail", "Snapshot", "ExperimentsWatch", "Refused", "ACTIONS", "SLOW_ACTIONS",
+           "log_of"]
 
 
-def badge(state: str | None) -> tuple[str, str]:
-    """The text and colour of a run's state badge (an unknown state reads as itself)."""
-    return BADGES.get(state or "", (state or "unknown", "#7f8c8d"))
+@dataclass(frozen=True)
+class Detail:
+    """What is new about the run looked at since the last poll.
 
-
-def buttons_for(state: str | None, *, pause_asked: bool = False,
-                stop_asked: str | None = None) -> dict[str, Any]:
-    """Which run buttons are enabled for a run in ``state``, and the toggle's label.
-
-    ``state`` is ``None`` when no run is selected.  Pause and Continue are one
-    button: it reads *Continue* as soon as a pause is asked — before the run
-    reaches the step boundary where it takes effect — so a second click never
-    asks for the same thing twice.  Stop is refused once any stop is asked;
-    Abort stays until an abort is asked, because Abort is what an operator
-    reaches for when a Stop is not being answered.  Resume restarts a run
-    whose process has ended; a paused run's process is still there and
-    Continue is its resume.  Rename and Reconfigure
-    exist only before the start: after it the configuration is frozen in the
-    plan, and Duplicate is the way to run it again differently.
-    """
-    if state == "reading":  # not read yet: nothing is known to be possible
-        state = None
-    live = state in LIVE_STATES
-    # nobody can tell whether its process is there: asking costs nothing, resuming
-    # could start a second writer on the same journal
-    asking = live or state == "not_responding"
-    pausing = bool(pause_asked) or state == "paused"
-    return {
-        "run": state == "created",
-        "pause": live and not stop_asked,
-        "pause_label": "Continue" if pausing else "Pause",
-        "stop": asking and not stop_asked,
-        "abort": asking and stop_asked != "abort",
-        "resume": state in RESUMABLE_STATES and not live,
-        "duplicate": state is not None,
-        "rename": state == "created",
-        "reconfigure": state == "created",
-        "note": state is not None,
-    }
-
-
-def eta_seconds(step_seconds: float | None, remaining: int, in_flight_for: float = 0.0) -> float | None:
-    """Seconds until the run ends: the mean step time times the steps left,
-    less what the step in flight has already spent (never below zero).
-
-    ``None`` when no step has completed yet — an ETA guessed from no data
-    reads as a promise.
-    """
-    if remaining <= 0:
-        return 0.0
-    if step_seconds is None or not math.isfinite(step_seconds) or step_seconds < 0:
-        return None
-    spent = max(0.0, min(in_flight_for, step_seconds))
-    return max(0.0, step_seconds * remaining - spent)
-
-
-def format_duration(seconds: float | None) -> str:
-    """``"1 h 05 min"``, ``"3 min 20 s"``, ``"12 s"``; empty for unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return ""
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    if seconds >= 60:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds} s"
-
-
-def reading_row(run_id: str) -> dict[str, Any]:
-    """The row of a run whose journal has not been read yet (a long history loads over a few polls)."""
-    text, colour = badge("reading")
-    return {"run_id": run_id, "state": "reading", "badge": text, "colour": colour, "done": 0,
-            "total": None, "eta": None, "started": None, "ended": None, "failed_attempts": 0,
-            "error": "", "problem": "", "step": None, "step_progress": None,
-            "pause_asked": False, "stop_asked": None, "control_problem": "",
-            "journal_problem": "", "progress_problem": "", "reports": [], "log": ""}
-
-
-def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
-            now: float | None = None) -> dict[str, Any]:
-    """The run table's row for one run: plain values, already decided."""
-    state = status.get("state") or "not_started"
-    text, colour = badge(state)
-    if state == "not_responding" and status.get("silent_s") is not None:
-        text = f"{text} (silent {format_duration(status['silent_s'])})"
-    asked = status.get("asked") or {}
-    total = progress.get("total") or status.get("total") or None
-    done = int(progress.get("completed") or 0)
-    flight = status.get("in_flight") or {}
-    eta = None
-    if total and state in LIVE_STATES:
-        now = time.time() if now is None else now
-        in_flight_for = now - flight["started"] if (flight.get("started") and state != "paused") else 0.0
-        eta = eta_seconds(progress.get("step_s"), total - done, in_flight_for)
-    failure = status.get("last_failure") or {}
-    return {
-        "run_id": status.get("run_id", ""),
-        "state": state,
-        "badge": text,
-        "colour": colour,
-        "done": done,
-        "total": total,
-        "eta": eta,
-        "started": status.get("started_at"),
-        "ended": status.get("ended_at"),
-        "failed_attempts": int(status.get("failed") or 0),
-        "error": status.get("error") or failure.get("error") or "",
-        "problem": status.get("problem", ""),
-        "step": flight.get("step_id"),
-        "step_progress": progress.get("step"),
-        "pause_asked": bool(asked.get("paused")),
-        "stop_asked": asked.get("stop") or None,
-        "control_problem": status.get("control_problem", ""),
-        "journal_problem": status.get("journal_problem", ""),
-        "progress_problem": progress.get("progress_problem", ""),
-        "reports": list(status.get("reports") or []),
-        "log": status.get("log") or "",
-    }
-
-
-# -- records -------------------------------------------------------------------
-
-def field_value(record: Mapping[str, Any], name: str) -> float | None:
-    """The number a record holds under a dotted ``name`` (``value``, ``value.x``, ``index``)."""
-    node: Any = record
-    for part in name.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    if node is True or node is False or not isinstance(node, (int, float)):
-        return None
-    return float(node)
-
-
-def numeric_fields(record: Mapping[str, Any]) -> list[str]:
-    """The plottable fields of a record: its scalar value, or the numbers inside it.
-
-    A result's own measurements come first; numbers that only echo the step's
-    inputs (a key of its ``params``) or its position (a ``step``/``index``
-    equal to its index) go last, so the plot starts on what was measured.
-    """
-    value = record.get("value")
-    if isinstance(value, (int, float)) and value is not True and value is not False:
-        return ["value"]
-    if not isinstance(value, dict):
-        return []
-    provenance = record.get("provenance")
-    params = provenance.get("params") if isinstance(provenance, dict) else None
-    inputs = params if isinstance(params, dict) else {}
-    index = record.get("index")
-    measured, echoes = [], []
-    for key, inner in value.items():
-        if inner is True or inner is False or not isinstance(inner, (int, float)):
-            continue
-        echo = key in inputs or (key in ("step", "index", "i") and inner == index)
-        (echoes if echo else measured).append(f"value.{key}")
-    return measured + echoes
-
-
-def plot_columns(records: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The records as plottable columns: ``{"fields": [...], "series": {field: (xs, ys)}, "swept": [...]}``.
-
-    Worked out on the poller's thread so the GUI only extends arrays; x is
-    the record's step index, and a record lacking a field adds no point to it.
-    ``swept`` lists the fields that echo a step's input (a key of its
-    ``params``, like the demo's ``setpoint_mV``): what a scientist plots against.
-    """
-    fields: list[str] = []
-    series: dict[str, tuple[list[float], list[float]]] = {}
-    swept: list[str] = []
-    for record in records:
-        index = record.get("index")
-        if isinstance(index, bool) or not isinstance(index, (int, float)):
-            continue
-        provenance = record.get("provenance")
-        params = provenance.get("params") if isinstance(provenance, dict) else None
-        if isinstance(params, dict) and isinstance(record.get("value"), dict):
-            for key in params:
-                name = f"value.{key}"
-                if name not in swept and key in record["value"]:
-                    swept.append(name)
-        for name in numeric_fields(record):
-            y = field_value(record, name)
-            if y is None:
-                continue
-            column = series.get(name)
-            if column is None:
-                fields.append(name)
-                column = series[name] = ([], [])
-            column[0].append(float(index))
-            column[1].append(y)
-    return {"fields": fields, "series": series, "swept": [n for n in swept if n in series]}
-
-
-def record_cells(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record as the cells of its table row: ``{column: value}``, flat.
-
-    A record's value fields are its cells; a record whose value is not a
-    mapping gives it as ``value`` (and its other top-level fields under their
-    own names).  Index and step always come from the record itself.  Being
-    flat matters at length: a dict holding only numbers and strings is left
-    out of the garbage collector's scans, so the window's table of 100 000
-    rows adds nothing to the collector's pauses, where the records as read (a
-    dict within a dict within a dict) made each full collection walk 200 000
-    more objects — 40 to 80 ms with the interpreter held.
-    """
-    value = record.get("value")
-    if isinstance(value, dict):
-        cells = {str(key): inner for key, inner in value.items()}
-    else:
-        cells = {str(key): inner for key, inner in record.items() if key != "provenance"}
-    provenance = record.get("provenance")
-    cells["index"] = record.get("index")
-    cells["step"] = provenance.get("step_id") if isinstance(provenance, dict) else None
-    return cells
-
-
-def record_columns(record: Mapping[str, Any]) -> list[str]:
-    """The table columns a record brings: its value's keys, else ``value`` (or ``type``)."""
-    value = record.get("value")
-    if isinstance(value, dict):
-        return [str(key) for key in value]
-    return ["value" if "value" in record else "type"]
-
-
-class RecordsBatch:
-    """Records read in one poll, in the shapes the window takes them.
-
-    ``cells`` (one flat dict a row, see :func:`record_cells`) with ``committed``
-    (each row's ``saved_at``) and the ``columns`` they bring, in order of first
-    appearance; ``plot`` as :func:`plot_columns` gives it.  The records as read
-    are dropped once converted.
+    ``records`` are the records committed since (``records.reset``: start
+    afresh); ``log`` the new log text (``log_reset``: the log was replaced or
+    another one is shown).  ``notes``, ``config`` and ``report`` are given
+    only when they changed (``*_changed``).
     """
 
-    def __init__(self) -> None:
-        self.cells: list[dict[str, Any]] = []
-        self.committed: list[str] = []
-        self.columns: list[str] = []
-        self.plot: dict[str, Any] = {"fields": [], "series": {}, "swept": []}
-
-    def add(self, records: list[Mapping[str, Any]]) -> None:
-        seen = set(self.columns)
-        for record in records:
-            for column in record_columns(record):
-                if column not in seen:
-                    seen.add(column)
-                    self.columns.append(column)
-            self.cells.append(record_cells(record))
-            self.committed.append(str(record.get("saved_at", "?")))
-        plot = plot_columns(records)
-        for name in plot["fields"]:
-            xs, ys = plot["series"][name]
-            if name in self.plot["series"]:
-                self.plot["series"][name][0].extend(xs)
-                self.plot["series"][name][1].extend(ys)
-            else:
-                self.plot["fields"].append(name)
-                self.plot["series"][name] = (xs, ys)
-        self.plot["swept"] += [n for n in plot["swept"] if n not in self.plot["swept"]]
+    run_id: str
+    records: RecordsChunk
+    more_records: bool = False
+    log: str = ""
+    log_reset: bool = False
+    log_path: str = ""
+    notes_changed: bool = False
+    notes: tuple[Mapping[str, str], ...] = ()
+    config_changed: bool = False
+    config: Mapping[str, Any] | None = None
+    config_error: str = ""
+    report_changed: bool = False
+    report: Mapping[str, Any] | None = None
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector from running over a short burst of parsing.
+@dataclass(frozen=True)
+class Snapshot:
+    """One poll of the Experiments pane: declarations, runs, the looked-at run, outcomes.
 
-    A chunk of records parses into thousands of nested dicts that live only
-    until they are turned into flat rows a millisecond later.  Left to run,
-    the collector would find them alive and promote them to its oldest
-    generation, and a long run's records promote enough to set off full
-    collections (40 ms or more, holding the interpreter) every few polls.
-    Paused over the burst, they are freed by their reference counts first.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-# -- reading -------------------------------------------------------------------
-
-class Pace:
-    """Work in short slices with rests between, so the GUI thread keeps the interpreter.
-
-    The poller and the window share one interpreter lock.  While the poller
-    computes without a pause, the window waits for the lock at every one of
-    the hundreds of calls a repaint makes into Qt (each gives the lock up and
-    takes it back, and getting it back from a busy thread takes up to the
-    switch interval, 5 ms): a repaint that costs 5 ms alone then takes 100 ms
-    or more.  So the poller rests — a real sleep, which frees the lock
-    outright — after each ``work`` seconds of computing, for ``rest``
-    seconds.  Reading twenty long histories takes about twice as long, and
-    the window never waits long for anything; a poll with only a few new
-    lines to read finishes inside one slice and never rests.
+    ``more`` says a history is still being read (a few polls long): the pane
+    polls again at once instead of waiting the interval.
     """
 
-    def __init__(self, work: float = 0.004, rest: float = 0.006) -> None:
-        self.work, self.rest = work, rest
-        self.rests = 0
-        self._since = time.perf_counter()
+    experiments: tuple[Mapping[str, Any], ...] = ()
+    declaration_error: str = ""
+    experiment: str | None = None
+    runs: tuple[RunRow, ...] = ()
+    rows: tuple[Row, ...] = ()
+    detail: Detail | None = None
+    outcomes: tuple[Outcome, ...] = ()
+    more: bool = False
+    polled_at: float = 0.0
 
-    def breathe(self) -> None:
-        """Rest if the current slice of work has lasted ``work`` seconds."""
-        if time.perf_counter() - self._since >= self.work:
-            time.sleep(self.rest)
-            self.rests += 1
-            self._since = time.perf_counter()
-
-
-def _stamp(path: Path) -> tuple:
-    try:
-        st = path.stat()
-    except OSError:
-        return ()
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _user() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in a service account
-        return "operator"
+    def run(self, run_id: str | None) -> RunRow | None:
+        return next((r for r in self.runs if r.run_id == run_id), None)
 
 
 @dataclass
@@ -403,10 +107,12 @@ class _Detail:
 
     run_dir: Path
     records: JsonlTail = field(init=False)
+    sent: int = 0
+    swept: tuple[str, ...] = ()
     log: TextTail | None = None
     log_path: Path | None = None
-    notes_stamp: tuple = ()
-    config_stamp: tuple = ()
+    notes_stamp: tuple | None = None
+    config_stamp: tuple | None = None
     report_stamp: tuple = ()
     first: bool = True
 
@@ -415,248 +121,346 @@ class _Detail:
 
 
 def _size(path: Path) -> int:
+    stamp = file_stamp(path)
+    return stamp[1] if stamp else 0
+
+
+def _user() -> str:
     try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+        return getpass.getuser()
+    except Exception:  # no login name in a service account
+        return "operator"
 
 
-def log_of(run_dir: Path, row: Mapping[str, Any]) -> Path | None:
+def log_of(run_dir: Path, run: RunRow) -> Path | None:
     """The log of the process that last ran the run: the one spacrq recorded, else the kept one."""
-    recorded = row.get("log")
-    if recorded:
-        path = Path(recorded)
+    if run.log:
+        path = Path(run.log)
         if path.is_file():
             return path
     return kept_log(run_dir)
 
 
-# -- the operator's requests -----------------------------------------------------
+def _code_of(exc: BaseException) -> Code:
+    """How a refused action ended, from the kind of error (never from its text)."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, Code):
+        return code
+    if isinstance(exc, (ValueError, RunFileError)):
+        return Code.INVALID
+    if isinstance(exc, ExperimentError):
+        return Code.REFUSED
+    return Code.FAILED
 
-def _run_dir(spec, run_id: str) -> Path:
+
+# -- the operator's actions on a run ----------------------------------------------------
+
+def _run_dir(spec: ExperimentSpec, run_id: str) -> Path:
     return run_dir_of(spec.run_root, run_id)
 
 
-def _create(spec, *, by: str, config: Mapping[str, Any], run_id: str | None = None,
-            start: bool = False) -> dict[str, Any]:
-    """Name a new run with the form's configuration (and start it when asked)."""
+class Refused(ExperimentError):
+    """An action refused at the door; ``code`` says how."""
+
+    def __init__(self, message: str, code: Code) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _checked_manifest(watch: ExperimentsWatch, spec: ExperimentSpec) -> dict[str, Any] | None:
+    """The module's manifest (the one the form was built from, else asked now), after
+    refusing a start whose module needs an environment variable the run would lack."""
+    manifest = watch.asker.known.get(spec.name)
+    if manifest is None:
+        try:
+            manifest = read_manifest(spec)
+        except ExperimentError:
+            return None  # a module that cannot say is left to say so when it starts
+    missing = launch.missing_environment(spec, manifest)
+    if missing:
+        raise Refused(missing_sentence(missing, str(manifest.get("title") or spec.name)),
+                      Code.INVALID)
+    return manifest
+
+
+def _create(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str,
+            config: Mapping[str, Any], run_id: str | None = None, start: bool = False,
+            options: Mapping[str, Any] | None = None,
+            devices: list[str] | None = None) -> dict[str, Any]:
+    """Name a new run with the form's configuration, options and devices (and start it
+    when asked)."""
     run_id = (run_id or "").strip() or new_run_id(spec.name)
     if start:
-        launched = start_run(spec, run_id, dict(config))
+        launched = launch.start_run(spec, run_id, dict(config), options=options, devices=devices,
+                                    manifest=_checked_manifest(watch, spec))
         return {"run_id": run_id, "select": run_id, "child": launched.popen,
                 "text": f"run {run_id} started (pid {launched.ref.pid})"}
-    create_run(_run_dir(spec, run_id), config_text_of(dict(config)), experiment=spec.name,
-               module=spec.module, created_by=by)
+    launch.prepare_run(spec, run_id, dict(config), options=options, devices=devices,
+                       manifest=watch.asker.known.get(spec.name), created_by=by)
     return {"run_id": run_id, "select": run_id, "text": f"run {run_id} created; Run starts it"}
 
 
-def _start(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    launched = start_run(spec, run_id)
+def _start(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str,
+           options: Mapping[str, Any] | None = None,
+           devices: list[str] | None = None) -> dict[str, Any]:
+    launched = launch.start_run(spec, run_id, options=options, devices=devices,
+                                manifest=_checked_manifest(watch, spec))
     return {"child": launched.popen, "text": f"run {run_id} started (pid {launched.ref.pid})"}
 
 
-def _resume(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    launched = resume_run(spec, run_id)
+def _resume(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str) -> dict[str, Any]:
+    launched = launch.resume_run(spec, run_id)
     if launched is None:
         return {"text": f"run {run_id} continues"}
     return {"child": launched.popen,
             "text": f"run {run_id} resumed from its last committed step (pid {launched.ref.pid})"}
 
 
-def _pause(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    pause_run(_run_dir(spec, run_id))
+def _pause(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str) -> dict[str, Any]:
+    launch.pause_run(_run_dir(spec, run_id))
     return {"text": f"run {run_id} will pause before its next step"}
 
 
-def _continue(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    continue_run(_run_dir(spec, run_id))
+def _continue(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str) -> dict[str, Any]:
+    launch.continue_run(_run_dir(spec, run_id))
     return {"text": f"run {run_id} continues"}
 
 
-def _stop(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    stop_run(_run_dir(spec, run_id), reason=f"stopped by {by}")
+def _stop(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str) -> dict[str, Any]:
+    launch.stop_run(_run_dir(spec, run_id), reason=f"stopped by {by}")
     return {"text": f"run {run_id} will stop after the step in flight"}
 
 
-def _abort(spec, *, by: str, run_id: str) -> dict[str, Any]:
-    status = abort_run(_run_dir(spec, run_id), reason=f"aborted by {by}")
-    how = f" (its process group was {status['escalated']})" if status.get("escalated") else ""
-    return {"text": f"run {run_id} {status.get('state', 'aborted')}{how}"}
+def _abort(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str) -> dict[str, Any]:
+    """Ask the run to abort now, and leave the escalation to a detached ``spacrq exp abort``:
+    if the module does not honour it within the grace period, that stops its process group."""
+    reason = f"aborted by {by}"
+    control.request_abort(_run_dir(spec, run_id), reason)
+    argv = procs.module_argv("spacrq", "exp", "abort", spec.name, run_id,
+                             "--workspace", str(watch.root), "--reason", reason)
+    child = procs.spawn_detached(argv)
+    return {"child": child,
+            "text": f"run {run_id} asked to abort; its process is stopped if it has not "
+                    f"ended within {procs.grace_seconds():g} s"}
 
 
-def _duplicate(spec, *, by: str, run_id: str, new_id: str | None = None) -> dict[str, Any]:
+def _duplicate(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str,
+               new_id: str | None = None) -> dict[str, Any]:
     new_id = (new_id or "").strip() or new_run_id(spec.name)
     if new_id == run_id or (Path(spec.run_root) / new_id).exists():
-        raise ValueError(f"a run called {new_id!r} already exists; type another name for the copy")
+        raise ExperimentError(f"a run called {new_id!r} already exists; type another name for "
+                              "the copy")
     duplicate_run(_run_dir(spec, run_id), new_id)
     return {"select": new_id, "text": f"run {new_id} created as a copy of {run_id}"}
 
 
-def _rename(spec, *, by: str, run_id: str, new_id: str) -> dict[str, Any]:
+def _rename(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str,
+            new_id: str) -> dict[str, Any]:
     target = rename_run(_run_dir(spec, run_id), new_id)
     return {"select": target.name, "text": f"run {run_id} is now called {target.name}"}
 
 
-def _reconfigure(spec, *, by: str, run_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def _reconfigure(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str,
+                 config: Mapping[str, Any]) -> dict[str, Any]:
     reconfigure_run(_run_dir(spec, run_id), config_text_of(dict(config)), "the Experiments pane")
     return {"text": f"run {run_id} will run with the new configuration"}
 
 
-def _note(spec, *, by: str, run_id: str, text: str) -> dict[str, Any]:
+def _note(watch: ExperimentsWatch, spec: ExperimentSpec, *, by: str, run_id: str,
+          text: str) -> dict[str, Any]:
     add_note(_run_dir(spec, run_id), text, by=by)
     return {"text": f"note added to run {run_id}"}
 
 
-#: what the pane can ask for, by name
+#: what the pane can ask of a run of a declared experiment, by name
 ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {
     "create": _create, "start": _start, "resume": _resume, "pause": _pause,
     "continue": _continue, "stop": _stop, "abort": _abort, "duplicate": _duplicate,
     "rename": _rename, "reconfigure": _reconfigure, "note": _note,
 }
-#: requests that may take seconds: carried out beside the poll, not in it
-SLOW_ACTIONS = ("create", "start", "resume", "abort")
+#: actions that may take seconds (a module asked for its plan): carried out beside the poll
+SLOW_ACTIONS = ("create", "start", "resume")
 
 
-def _outcome(handler: Callable[..., dict[str, Any]], spec, base: dict[str, Any],
-             call: dict[str, Any], keep: Callable[[Any], None]) -> dict[str, Any]:
-    """Carry out one request; a process it started is handed to ``keep`` to be reaped."""
-    try:
-        result = dict(handler(spec, by=_user(), **call) or {})
-    except Exception as exc:  # an operator's request never takes the poller down
-        return {**base, "ok": False, "text": str(exc) or type(exc).__name__}
-    child = result.pop("child", None)
-    if child is not None:
-        keep(child)
-    return {**base, "ok": True, **result}
+class ExperimentsWatch(WatchBase):
+    """The Experiments pane's watch: ``poll(view) -> Snapshot``.
 
-
-class ExperimentsWatch:
-    """The Experiments pane's poller body: ``poll(request) -> snapshot``.
-
-    ``request`` holds ``experiment`` (a declared name) and ``run`` (the run
-    id looked at).  The snapshot holds the declarations, one row per run of
-    the experiment (newest first), the looked-at run's new records, new log
-    text, and its notes, configuration and report when they changed, and the
-    outcome of every request carried out since the last poll.  ``more`` says
-    a history is still being read (in chunks, a few polls long): the pane
-    polls again at once instead of waiting the interval.
+    ``view`` holds ``experiment`` (a declared name) and ``run`` (the run id
+    looked at).
     """
 
     #: seconds between rescans of the run root for new run directories
     RESCAN = 1.0
     #: seconds one poll may spend reading runs it has not read before; the
-    #: rest wait for the next poll, so twenty runs hours in do not hold the
-    #: interpreter (and with it the window) for seconds at once
+    #: rest wait for the next poll, so twenty runs hours in reach the table
+    #: over a few polls instead of one long one
     FIRST_READ_BUDGET = 0.05
-    #: bytes of history read at a time.  A chunk is parsed in one C call, which
-    #: holds the interpreter lock throughout: 32 KB take a fraction of a
-    #: millisecond, and between two chunks the window can have the lock back
+    #: bytes of history read at a time
     CHUNK = 32 * 1024
-    #: bytes of records one poll hands the window at most: the window adds them
-    #: to its table and plot in one go, which must stay far below a 50 ms stall
+    #: bytes of records one poll hands the window at most
     RECORDS_PER_POLL = 128 * 1024
-    #: (work, rest) seconds of :class:`Pace`: the poller computes at most
-    #: ``work`` at a stretch before resting ``rest``, the window's share
-    PACE = (0.004, 0.006)
 
     def __init__(self, workspace_root: str | os.PathLike, *,
-                 clock: Callable[[], float] = time.time, actions: Mapping[str, Callable] | None = None) -> None:
+                 clock: Callable[[], float] = time.time,
+                 manifest_timeout: float = MANIFEST_TIMEOUT) -> None:
+        super().__init__()
         self.root = Path(workspace_root)
         self.clock = clock
+        self.asker = ManifestAsker(manifest_timeout)
         self._watches: dict[Path, RunWatch] = {}
         self._caught_up: set[Path] = set()  # runs whose history has been read once
-        #: how often the poller has rested for the window (see :class:`Pace`)
-        self.rests = 0
         self._detail: _Detail | None = None
-        self._pending: collections.deque = collections.deque()
-        self._lock = threading.Lock()
-        self._specs: list = []
-        self._specs_stamp: tuple | None = None
+        self._specs: list[ExperimentSpec] = []
+        self._specs_stamp: Any = ()
         self._specs_error = ""
         self._listed_at = -math.inf
         self._run_dirs: list[Path] = []
         self._run_root: Path | None = None
-        self.actions = dict(ACTIONS if actions is None else actions)
+        self._lock = threading.Lock()
+        self._finished: list[Outcome] = []
         self._background: list[threading.Thread] = []
-        #: runs this window started: the processes are its children until they
-        #: exit, and are reaped here so none is left a zombie (the runs never
-        #: depend on the window: they go on when it closes)
+        #: processes this window started (runs, abort escalations): its children
+        #: until they exit, reaped here so none is left a zombie; none depends
+        #: on the window, all go on when it closes
         self._children: list = []
-        self._finished: collections.deque = collections.deque()
 
-    # requests -----------------------------------------------------------------
-    def submit(self, action: str, **args: Any) -> None:
-        """Queue an operator's request; it is carried out at the start of the next poll."""
+    # -- the protocol -------------------------------------------------------------------
+    def close(self, timeout: float = 1.0) -> bool:
+        """Stop: kill any module being asked for its manifest, wait for the poll in flight.
+
+        Starts in flight are not waited for (their threads are daemons; the
+        run's own files say how far they got)."""
+        self.asker.close()
+        return super().close(timeout)
+
+    # -- what the pane and tests ask ------------------------------------------------------
+    def busy(self) -> bool:
+        """Whether a slow action (a start, a resume, a manifest) is still being carried out."""
         with self._lock:
-            self._pending.append((action, args))
-
-    def _take_pending(self) -> list[tuple[str, dict]]:
-        with self._lock:
-            out = list(self._pending)
-            self._pending.clear()
-        return out
-
-    def _carry_out(self, action: str, args: dict[str, Any]) -> dict[str, Any] | None:
-        """Do one request; its outcome is a message, never an exception.
-
-        Starting, resuming and aborting can take seconds (a module asked for
-        its plan, a grace period before a process group is stopped), so they
-        run on a thread of their own and report at a later poll; the table
-        keeps refreshing meanwhile.
-        """
-        spec = self.spec(args.get("experiment"))
-        base = {"action": action, "run_id": args.get("run_id") or ""}
-        handler = self.actions.get(action)
-        if handler is None:
-            return {**base, "ok": False, "text": f"spacrq cannot {action} a run"}
-        if spec is None:
-            return {**base, "ok": False,
-                    "text": f"the experiment {args.get('experiment')!r} is no longer declared; "
-                            "declare it again or choose another"}
-        call = {k: v for k, v in args.items() if k != "experiment"}
-        if action in SLOW_ACTIONS:
-            thread = threading.Thread(target=lambda: self._finished.append(
-                _outcome(handler, spec, base, call, self._keep_child)),
-                name=f"experiment-{action}", daemon=True)
-            self._background.append(thread)
-            thread.start()
-            return None
-        return _outcome(handler, spec, base, call, self._keep_child)
-
-    def _collect(self) -> list[dict[str, Any]]:
-        """Outcomes of slow requests that have finished since the last poll."""
-        self._background = [t for t in self._background if t.is_alive()]
-        self.started_running()
-        out = []
-        while self._finished:
-            out.append(self._finished.popleft())
-        return out
-
-    def _keep_child(self, child) -> None:
-        with self._lock:
-            self._children.append(child)
+            alive = any(t.is_alive() for t in self._background)
+        return alive or self.asker.busy()
 
     def started_running(self) -> int:
         """How many processes this window started are still running (reaping the rest)."""
-        with self._lock:  # a request's thread may be adding one right now
+        with self._lock:  # an action's thread may be adding one right now
             self._children = [c for c in self._children if c.poll() is None]
             return len(self._children)
 
-    def busy(self) -> bool:
-        """Whether a slow request (start, resume, abort) is still being carried out."""
-        return any(t.is_alive() for t in self._background)
+    def spec(self, name: str | None) -> ExperimentSpec | None:
+        return next((s for s in self._specs if s.name == name), None)
 
-    def close(self, timeout: float = 30.0) -> bool:
-        """Wait for slow requests still in flight (the pane's shutdown); True when none is left."""
-        deadline = time.monotonic() + timeout
-        for thread in list(self._background):
-            thread.join(max(0.0, deadline - time.monotonic()))
+    def journal_read(self, run_id: str) -> int:
+        """Bytes of a run's journal read so far (a refresh reads only what it gained)."""
+        watch = next((w for path, w in self._watches.items() if path.name == run_id), None)
+        return watch.journal_tail.offset if watch is not None else 0
+
+    # -- carrying out actions ----------------------------------------------------------------
+    def _keep_child(self, child: Any) -> None:
+        if child is not None:
+            with self._lock:
+                self._children.append(child)
+
+    def _done(self, token: int, action: str, handler: Callable[..., dict[str, Any]],
+              spec: ExperimentSpec, args: dict[str, Any]) -> Outcome:
+        run_id = str(args.get("run_id") or "")
+        by = _user()
+        try:
+            inspect.signature(handler).bind(self, spec, by=by, **args)
+        except TypeError as exc:  # arguments the action does not take, or lacks
+            return Outcome(token, action, Code.INVALID, f"spacrq cannot {action} a run so: {exc}",
+                           {"run_id": run_id})
+        try:
+            result = dict(handler(self, spec, by=by, **args) or {})
+        except Exception as exc:  # an operator's action never takes the poller down
+            return Outcome(token, action, _code_of(exc), str(exc) or type(exc).__name__,
+                           {"run_id": run_id})
+        self._keep_child(result.pop("child", None))
+        text = result.pop("text", "")
+        return Outcome(token, action, Code.DONE, text, {"run_id": run_id, **result})
+
+    def _in_background(self, token: int, action: str, handler, spec, args) -> None:
+        def work() -> None:
+            outcome = self._done(token, action, handler, spec, args)
+            with self._lock:
+                self._finished.append(outcome)
+
+        thread = threading.Thread(target=work, name=f"experiment-{action}", daemon=True)
+        with self._lock:
+            self._background = [t for t in self._background if t.is_alive()] + [thread]
+        thread.start()
+
+    def _carry_out(self, token: int, action: str, args: dict[str, Any]) -> Outcome | None:
+        """One action; its outcome now, or ``None`` when it comes in a later poll."""
+        if action in ("manifest", "probe"):
+            return self._ask_manifest(token, action, args)
+        if action == "declare":
+            return self._declare(token, args)
+        if action == "undeclare":
+            return self._undeclare(token, args)
+        handler = ACTIONS.get(action)
+        run_id = str(args.get("run_id") or "")
+        if handler is None:
+            return Outcome(token, action, Code.INVALID, f"spacrq cannot {action} a run",
+                           {"run_id": run_id})
+        name = args.pop("experiment", None)
+        spec = self.spec(name)
+        if spec is None:
+            return Outcome(token, action, Code.MISSING,
+                           f"the experiment {name!r} is no longer declared; declare it again "
+                           "or choose another", {"run_id": run_id})
+        if action in SLOW_ACTIONS:
+            self._in_background(token, action, handler, spec, args)
+            return None
+        return self._done(token, action, handler, spec, args)
+
+    def _ask_manifest(self, token: int, action: str, args: dict[str, Any]) -> Outcome | None:
+        if action == "manifest":
+            spec = self.spec(args.get("experiment"))
+            if spec is None:
+                return Outcome(token, action, Code.MISSING,
+                               f"the experiment {args.get('experiment')!r} is not declared")
+        else:
+            try:
+                module, home = module_of(str(args.get("module") or ""))
+            except ExperimentError as exc:
+                return Outcome(token, action, _code_of(exc), str(exc))
+            python = str(args.get("python") or "").strip() or procs.interpreter()
+            cwd = str(args.get("cwd") or "").strip() or str(home or self.root)
+            spec = ExperimentSpec(module, module, python, cwd, {}, "")
+        self.asker.ask(token, action, spec)
+        return None
+
+    def _declare(self, token: int, args: dict[str, Any]) -> Outcome:
+        try:
+            spec = declare(self.root, name=str(args.get("name") or ""),
+                           module=str(args.get("module") or ""), python=args.get("python"),
+                           cwd=args.get("cwd"), run_root=args.get("run_root"))
+        except Exception as exc:
+            return Outcome(token, "declare", _code_of(exc), str(exc) or type(exc).__name__)
+        self._specs_stamp = None  # read the declarations again this poll
+        return Outcome(token, "declare", Code.DONE, f"experiment {spec.name} declared",
+                       {"experiment": spec.name, "spec": spec.to_dict()})
+
+    def _undeclare(self, token: int, args: dict[str, Any]) -> Outcome:
+        try:
+            gone = undeclare(self.root, str(args.get("name") or ""))
+        except Exception as exc:
+            return Outcome(token, "undeclare", _code_of(exc), str(exc) or type(exc).__name__)
+        self._specs_stamp = None
+        return Outcome(token, "undeclare", Code.DONE,
+                       f"experiment {gone.name} removed; its runs stay in {gone.run_root}",
+                       {"experiment": gone.name, "run_root": gone.run_root})
+
+    def _collect(self) -> list[Outcome]:
+        """Outcomes of slow actions that ended since the last poll."""
+        with self._lock:
+            taken, self._finished = self._finished, []
         self.started_running()
-        return not self.busy()
+        return taken + self.asker.answers()
 
-    # declarations -------------------------------------------------------------
+    # -- declarations ---------------------------------------------------------------------
     def _load_specs(self) -> None:
-        stamp = _stamp(declarations_path(self.root))
+        stamp = file_stamp(declarations_path(self.root))
         if stamp == self._specs_stamp:
             return
         self._specs_stamp = stamp
@@ -665,10 +469,7 @@ class ExperimentsWatch:
         except Exception as exc:  # shown inline; the rest of the pane goes on
             self._specs, self._specs_error = [], str(exc)
 
-    def spec(self, name: str | None):
-        return next((s for s in self._specs if s.name == name), None)
-
-    # runs ---------------------------------------------------------------------
+    # -- runs ---------------------------------------------------------------------------------
     def _list_runs(self, run_root: Path, force: bool) -> list[Path]:
         """The run directories, newest first; rescanned at most once a second."""
         now = self.clock()
@@ -677,23 +478,20 @@ class ExperimentsWatch:
             self._run_dirs = runs_of(run_root)
         return self._run_dirs
 
-    def _catch_up(self, watch: RunWatch, deadline: float, pace: Pace) -> bool:
+    def _catch_up(self, watch: RunWatch, deadline: float) -> bool:
         """Read a new run's journal history chunk by chunk until it is read or ``deadline``
         (one chunk at least).  :returns: True when the history is read."""
         tail = watch.journal_tail
         while True:
-            try:
-                size = tail.path.stat().st_size
-            except OSError:
-                return True  # nothing journaled yet: status() says what it is
+            size = _size(tail.path)
             if tail.offset >= size:
                 return True
             events = tail.read(max_bytes=self.CHUNK)
             if tail.restarted:
                 watch.replay = JournalReplay()
             watch.replay.feed(events)
-            pace.breathe()  # let the window have the interpreter between chunks
-            if time.monotonic() > deadline and tail.offset < size:
+            del events
+            if (time.monotonic() > deadline or self.interrupted()) and tail.offset < size:
                 return False
 
     def _watch(self, run_dir: Path) -> RunWatch:
@@ -702,172 +500,120 @@ class ExperimentsWatch:
             watch = self._watches[run_dir] = RunWatch(run_dir)
         return watch
 
-    # the poll -------------------------------------------------------------------
-    def poll(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        self._load_specs()
-        pending = self._take_pending()
-        messages = [m for m in (self._carry_out(a, args) for a, args in pending) if m]
-        finished = self._collect()
-        messages += finished
-        spec = self.spec(request.get("experiment"))
-        snapshot: dict[str, Any] = {
-            "experiments": [s.to_dict() for s in self._specs],
-            "declaration_error": self._specs_error,
-            "experiment": spec.name if spec else None,
-            "rows": [],
-            "detail": None,
-            "messages": messages,
-            "more": False,
-            "polled_at": self.clock(),
-        }
-        if spec is None:
-            return snapshot
-        run_root = Path(spec.run_root)
-        run_dirs = self._list_runs(run_root, force=bool(pending or finished))
-        for gone in [p for p in self._watches if p not in set(run_dirs)]:
-            del self._watches[gone]
-            self._caught_up.discard(gone)
+    def _runs(self, run_dirs: list[Path]) -> tuple[RunRow, ...]:
         now = self.clock()
-        rows = []
+        out: list[RunRow] = []
         deadline = time.monotonic() + self.FIRST_READ_BUDGET
-        pace = Pace(*self.PACE)
         read_history = False
         for run_dir in run_dirs:
+            if self.interrupted():
+                out.append(reading_row(run_dir.name))
+                continue
             watch = self._watch(run_dir)
             if run_dir not in self._caught_up:
                 # one history a poll at least, so every run is read in the end
                 if (read_history and time.monotonic() > deadline) or \
-                        not self._catch_up(watch, deadline, pace):
+                        not self._catch_up(watch, deadline):
                     read_history = True
-                    rows.append(reading_row(run_dir.name))
+                    out.append(reading_row(run_dir.name))
                     continue
                 read_history = True
                 self._caught_up.add(run_dir)
             status = watch.status()
-            rows.append(run_row(status, watch.progress(status), now))
-            pace.breathe()
-        snapshot["rows"] = rows
-        snapshot["more"] = any(row["state"] == "reading" for row in rows)
-        chosen = request.get("run")
-        by_id = {row["run_id"]: row for row in rows}
-        if chosen in by_id:
-            snapshot["detail"] = self._read_detail(run_root / chosen, by_id[chosen], pace)
-            snapshot["more"] = snapshot["more"] or snapshot["detail"]["more_records"]
-        else:
+            out.append(run_row(status, watch.progress(status), now))
+        return tuple(out)
+
+    # -- the poll -------------------------------------------------------------------------------
+    def _poll(self, view: Mapping[str, Any]) -> Snapshot:
+        self._load_specs()
+        submitted = self.take_submissions()
+        outcomes = [o for o in (self._carry_out(t, a, dict(args)) for t, a, args in submitted) if o]
+        if submitted:
+            self._load_specs()  # a declare or undeclare changed them
+        finished = self._collect()
+        outcomes += finished
+        spec = self.spec(view.get("experiment"))
+        base = dict(experiments=tuple(s.to_dict() for s in self._specs),
+                    declaration_error=self._specs_error,
+                    experiment=spec.name if spec else None, outcomes=tuple(outcomes),
+                    polled_at=self.clock())
+        if spec is None:
             self._detail = None
-        self.rests += pace.rests
-        return snapshot
+            return Snapshot(**base)
+        run_root = Path(spec.run_root)
+        run_dirs = self._list_runs(run_root, force=bool(submitted or finished))
+        listed = set(run_dirs)
+        for gone in [p for p in self._watches if p not in listed]:
+            del self._watches[gone]
+            self._caught_up.discard(gone)
+        runs = self._runs(run_dirs)
+        more = any(run.state == "reading" for run in runs)
+        chosen = next((run for run in runs if run.run_id == view.get("run")), None)
+        detail = None
+        if chosen is not None and not self.interrupted():
+            detail = self._read_detail(run_root / chosen.run_id, chosen)
+            more = more or detail.more_records
+        elif chosen is None:
+            self._detail = None
+        return Snapshot(**base, runs=runs, rows=rows(runs), detail=detail, more=more)
 
-    def _new_records(self, tail: JsonlTail, pace: Pace) -> tuple[RecordsBatch, bool]:
-        """Records committed since the last poll: chunk by chunk, resting between, up to
-        :attr:`RECORDS_PER_POLL` bytes and :attr:`FIRST_READ_BUDGET` seconds (one
-        chunk at least), so a long run's hundred thousand records reach the window
-        over some polls, each a few milliseconds of work for the window.
-
-        The poller hands them on without keeping them: the window keeps what it
-        shows, and a second copy here would only lengthen the collector's pauses.
-        """
+    # -- the run looked at --------------------------------------------------------------------
+    def _new_records(self, detail: _Detail) -> RecordsChunk:
+        """Records committed since the last poll, chunk by chunk, up to :attr:`RECORDS_PER_POLL`
+        bytes and :attr:`FIRST_READ_BUDGET` seconds (one chunk at least), so a long run's
+        hundred thousand records reach the window over some polls."""
+        tail = detail.records
         deadline = time.monotonic() + self.FIRST_READ_BUDGET
-        new = RecordsBatch()
-        restarted = False
+        reset = detail.first
         start = tail.offset
+        read: list[Any] = []
         while True:
-            with collector_paused():
-                chunk = [r for r in tail.read(max_bytes=self.CHUNK) if isinstance(r, dict)]
-                if tail.restarted:  # replaced since: what was read belongs to the old file
-                    new, restarted, start = RecordsBatch(), True, 0
-                new.add(chunk)
-                del chunk
-            pace.breathe()
+            chunk = tail.read(max_bytes=self.CHUNK)
+            if tail.restarted:  # replaced since: what was read belongs to the old file
+                read, reset, start, detail.sent, detail.swept = [], True, 0, 0, ()
+            read += chunk
+            del chunk
             if tail.offset >= _size(tail.path) or time.monotonic() > deadline \
-                    or tail.offset - start >= self.RECORDS_PER_POLL:
-                return new, restarted
+                    or tail.offset - start >= self.RECORDS_PER_POLL or self.interrupted():
+                break
+        new = chunk_of(read, detail.sent, reset=reset, known=detail.swept)
+        detail.sent += new.count
+        detail.swept = tuple(dict.fromkeys(detail.swept + new.swept))
+        return new
 
-    def _read_detail(self, run_dir: Path, row: Mapping[str, Any], pace: Pace) -> dict[str, Any]:
+    def _read_detail(self, run_dir: Path, run: RunRow) -> Detail:
         """New records and log text; notes, configuration and report when they changed."""
         detail = self._detail
         if detail is None or detail.run_dir != run_dir:
             detail = self._detail = _Detail(run_dir)
-        records, restarted = self._new_records(detail.records, pace)
-        out: dict[str, Any] = {"run_id": run_dir.name, "records": records.cells,
-                               "committed": records.committed, "columns": records.columns,
-                               "plot": records.plot,
-                               "records_reset": restarted or detail.first,
+        first = detail.first
+        records = self._new_records(detail)
+        out: dict[str, Any] = {"run_id": run_dir.name, "records": records,
                                "more_records": detail.records.offset < _size(detail.records.path)}
-        log_path = log_of(run_dir, row)
-        if log_path != detail.log_path or detail.first:
+        log_path = log_of(run_dir, run)
+        log_reset = False
+        if log_path != detail.log_path or first:
             detail.log_path = log_path
             detail.log = TextTail(log_path) if log_path else None
-            out["log_reset"] = True
+            log_reset = True
         text, restarted = detail.log.read() if detail.log is not None else ("", False)
-        out["log"] = text
-        out["log_reset"] = out.get("log_reset", False) or restarted
-        out["log_path"] = str(log_path or "")
-        stamp = _stamp(run_dir / NOTES_FILE)
-        if stamp != detail.notes_stamp or detail.first:
+        out.update(log=text, log_reset=log_reset or restarted, log_path=str(log_path or ""))
+        stamp = file_stamp(run_dir / NOTES_FILE)
+        if stamp != detail.notes_stamp or first:
             detail.notes_stamp = stamp
-            out["notes"] = notes_of(run_dir)
-        stamp = _stamp(run_dir / RUN_CONFIG_FILE)
-        if stamp != detail.config_stamp or detail.first:
+            out.update(notes_changed=True, notes=tuple(notes_of(run_dir)))
+        stamp = file_stamp(run_dir / RUN_CONFIG_FILE)
+        if stamp != detail.config_stamp or first:
             detail.config_stamp = stamp
             try:
-                out["config"] = run_config_of(run_dir)
+                out.update(config_changed=True, config=run_config_of(run_dir))
             except Exception as exc:
-                out["config"], out["config_error"] = None, str(exc)
+                out.update(config_changed=True, config=None, config_error=str(exc))
         report = report_of(run_dir)
         stamp = (report or {}).get("bytes"), (report or {}).get("written")
-        if stamp != detail.report_stamp or detail.first:
+        if stamp != detail.report_stamp or first:
             detail.report_stamp = stamp
-            out["report"] = report
+            out.update(report_changed=True, report=report)
         detail.first = False
-        return out
+        return Detail(**out)
 
-
-def environment_check(manifest: Mapping[str, Any], env: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The variables the module says a run reads, each with whether the run would get it.
-
-    ``env`` is the run's environment (bench, ``.env``, declaration); a
-    required variable missing from it is a run that will fail at its first
-    step, better said before it is started.
-    """
-    out = []
-    for entry in manifest.get("environment") or []:
-        if isinstance(entry, Mapping) and entry.get("name"):
-            name = str(entry["name"])
-            out.append({"name": name, "description": str(entry.get("description") or ""),
-                        "required": bool(entry.get("required", True)), "set": bool(env.get(name))})
-    return out
-
-
-class ManifestAsker:
-    """The manifest poller's body: asks the chosen experiment's module what it takes.
-
-    The module is a subprocess that may take seconds (or hang until the
-    timeout), so it is asked on its own thread, never the GUI's and never the
-    run table's.  It asks only when the request names a new ``ask`` number,
-    and returns ``None`` (nothing to emit) otherwise.
-    """
-
-    def __init__(self, workspace_root: str | os.PathLike, timeout: float | None = None) -> None:
-        self.root = Path(workspace_root)
-        self.timeout = timeout
-        self._asked: Any = None
-
-    def poll(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
-        name, ask = request.get("experiment"), request.get("ask")
-        if not name or ask is None or ask == self._asked:
-            return None
-        self._asked = ask
-        out: dict[str, Any] = {"experiment": name, "ask": ask, "manifest": None, "error": ""}
-        try:
-            spec = find_experiment(self.root, name)
-            # the environment a run gets (bench, then the module's .env, then the
-            # declaration), so a module that reads its settings at import answers alike
-            dotenv = read_dotenv(Path(spec.cwd) / ".env") if spec.cwd else {}
-            env = run_environment(spec, os.environ, dotenv)
-            kwargs = {"timeout": self.timeout} if self.timeout else {}
-            out["manifest"] = read_manifest(spec, env=env, **kwargs)
-            out["environment"] = environment_check(out["manifest"], env)
-        except Exception as exc:  # said inline beside the form
-            out["error"] = str(exc) or type(exc).__name__
-        return out

@@ -1,15 +1,16 @@
 """What the Experiments pane shows of the one run selected: its records, log, notes and report.
 
-Four tabs fed from the poller's snapshots, each incrementally: records and
-plot points are appended, log text is appended (the view keeps the last
-lines, the file keeps everything), notes and the report are redrawn only when
-they changed.  Adding a note is asked for through :attr:`RunDetail.note_asked`;
+Four tabs fed from the watch's snapshots, each incrementally: records and
+plot points are appended (the records as columns), log text is appended to
+the one log view (it keeps the last lines, the file keeps everything), notes
+and the report are redrawn only when they changed.  Adding a note is asked for through :attr:`RunDetail.note_asked`;
 the pane carries it out off the GUI thread like every other request.
 """
 from __future__ import annotations
 
 import html
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,6 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from spacrq.experiments.watch import LIVE_STATES, format_duration
+from spacrq.experiments.pane import LIVE_STATES, RunRow
+from spacrq.experiments.watch import Detail
+from spacrq.fmt import duration
 from spacrq.ui.experiments_models import RecordsModel
 from spacrq.ui.experiments_plot import RecordsPlot
-
-#: lines of a run's log kept in view (the file itself keeps everything)
-LOG_LINES = 5000
+from spacrq.ui.log_view import LogView
 
 
 def _when(epoch: float | None) -> str:
@@ -49,27 +49,27 @@ def _local(iso: str) -> str:
         return iso
 
 
-def report_html(row: dict[str, Any], report: dict[str, Any] | None) -> str:
+def report_html(run: RunRow, report: Mapping[str, Any] | None) -> str:
     """The run in brief, a link to its own report, and what its journal reported."""
-    facts = [("State", row.get("badge", "")),
-             ("Steps", f"{row['done']} of {row['total']}" if row.get("total") else str(row["done"])),
-             ("Started", _when(row.get("started"))), ("Ended", _when(row.get("ended")))]
-    if row.get("started") and row.get("ended"):
-        facts.append(("Took", format_duration(row["ended"] - row["started"])))
-    if row.get("failed_attempts"):
-        facts.append(("Failed attempts", str(row["failed_attempts"])))
-    if row.get("error"):
-        facts.append(("Last error", row["error"]))
-    if row.get("problem"):
-        facts.append(("Problem", row["problem"]))
-    if row.get("control_problem"):
-        facts.append(("Control file", row["control_problem"]
+    facts = [("State", run.badge),
+             ("Steps", f"{run.done} of {run.total}" if run.total else str(run.done)),
+             ("Started", _when(run.started)), ("Ended", _when(run.ended))]
+    if run.started and run.ended:
+        facts.append(("Took", duration(run.ended - run.started)))
+    if run.failed_attempts:
+        facts.append(("Failed attempts", str(run.failed_attempts)))
+    if run.error:
+        facts.append(("Last error", run.error))
+    if run.problem:
+        facts.append(("Problem", run.problem))
+    if run.control_problem:
+        facts.append(("Control file", run.control_problem
                       + " — read as nothing asked; Pause or Stop replaces it"))
-    if row.get("journal_problem"):
-        facts.append(("Journal", row["journal_problem"]))
-    if row.get("progress_problem"):
-        facts.append(("Progress file", row["progress_problem"]))
-    parts = [f"<h3>{html.escape(row['run_id'])}</h3><table cellpadding='2'>"]
+    if run.journal_problem:
+        facts.append(("Journal", run.journal_problem))
+    if run.progress_problem:
+        facts.append(("Progress file", run.progress_problem))
+    parts = [f"<h3>{html.escape(run.run_id)}</h3><table cellpadding='2'>"]
     parts += [f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>"
               for k, v in facts if v]
     parts.append("</table>")
@@ -77,18 +77,17 @@ def report_html(row: dict[str, Any], report: dict[str, Any] | None) -> str:
         url = QUrl.fromLocalFile(report["path"]).toString()
         parts.append(f"<p><a href='{html.escape(url)}'>Open {html.escape(report['name'])}</a> "
                      f"({report.get('bytes', 0):,} bytes, written {_when(report.get('written'))})</p>")
-    elif row.get("state") in (*LIVE_STATES, "created", "reading"):
+    elif run.state in (*LIVE_STATES, "created", "reading"):
         parts.append("<p>No report yet: a run writes its report when it ends.</p>")
     else:
         parts.append("<p>This run wrote no report of its own.</p>")
-    reports = row.get("reports") or []
-    if reports:
+    if run.reports:
         parts.append("<p><b>Reported during the run</b></p><ul>"
-                     + "".join(f"<li>{html.escape(r)}</li>" for r in reports) + "</ul>")
+                     + "".join(f"<li>{html.escape(r)}</li>" for r in run.reports) + "</ul>")
     return "".join(parts)
 
 
-def notes_html(notes: list[dict[str, str]]) -> str:
+def notes_html(notes: Sequence[Mapping[str, str]]) -> str:
     if not notes:
         return "<i>No notes yet.</i>"
     return "".join(
@@ -114,17 +113,7 @@ class RunDetail(QTabWidget):
         records_page.addWidget(self.records_view)
         records_page.setSizes([520, 380])
 
-        self.log = QPlainTextEdit()
-        self.log.setObjectName("log")
-        self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(LOG_LINES)
-        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.log_path = QLabel()
-        self.log_path.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        log_page = QWidget()
-        log_layout = QVBoxLayout(log_page)
-        log_layout.addWidget(self.log_path)
-        log_layout.addWidget(self.log, 1)
+        self.log = LogView("(no log yet: the run has not been started)")
 
         self.notes = QTextBrowser()
         self.notes.setObjectName("notes")
@@ -150,10 +139,10 @@ class RunDetail(QTabWidget):
         self.report.anchorClicked.connect(QDesktopServices.openUrl)
 
         self.addTab(records_page, "Records")
-        self.addTab(log_page, "Log")
+        self.addTab(self.log, "Log")
         self.addTab(notes_page, "Notes")
         self.addTab(self.report, "Report")
-        self._report: dict[str, Any] | None = None
+        self._report: Mapping[str, Any] | None = None
         self._report_html = ""
 
     def clear(self) -> None:
@@ -161,34 +150,31 @@ class RunDetail(QTabWidget):
         self.records.clear()
         self.plot.clear()
         self.log.clear()
-        self.log_path.setText("")
         self.notes.clear()
         self.report.clear()
         self._report, self._report_html = None, ""
 
-    def show_detail(self, detail: dict[str, Any], row: dict[str, Any] | None) -> None:
-        """Apply one snapshot's news about the run (``row`` is its run-table row)."""
-        if detail.get("records_reset"):
-            self.records.clear()
+    def show_detail(self, detail: Detail, run: RunRow | None) -> None:
+        """Apply one snapshot's news about the run (``run`` is its run-table row)."""
+        records = detail.records
+        if records.reset:
             self.plot.clear()
-        if detail["records"]:
-            self.records.append_rows(detail["records"], detail["committed"], detail["columns"])
-            self.plot.append(detail["plot"])
-        if detail.get("log_reset"):
-            self.log.clear()
-        if detail.get("log"):
-            self.log.moveCursor(self.log.textCursor().MoveOperation.End)
-            self.log.insertPlainText(detail["log"])
-            self.log.moveCursor(self.log.textCursor().MoveOperation.End)
-        self.log_path.setText(detail.get("log_path") or "No log yet: the run has not been started.")
-        if "notes" in detail:
-            self.notes.setHtml(notes_html(detail["notes"]))
+        if records.reset or records.count:
+            self.records.add(records)
+        if records.count:
+            self.plot.append(records.plot)
+        if detail.log_reset:
+            self.log.restart(detail.run_id, detail.log_path,
+                             detail.log_path or "No log yet: the run has not been started.")
+        self.log.append(detail.log)
+        if detail.notes_changed:
+            self.notes.setHtml(notes_html(detail.notes))
             bar = self.notes.verticalScrollBar()
             bar.setValue(bar.maximum())
-        if "report" in detail:
-            self._report = detail["report"]
-        if row:
-            text = report_html(row, self._report)
+        if detail.report_changed:
+            self._report = detail.report
+        if run is not None:
+            text = report_html(run, self._report)
             if text != self._report_html:  # unchanged: leave the view (and its scroll) alone
                 self._report_html = text
                 self.report.setHtml(text)

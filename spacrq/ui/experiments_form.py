@@ -10,28 +10,41 @@ before anything is created from it.
 
 Type names arrive as text (``"float"``, ``"int | None"``, ``"yaml"``); an
 optional type (``| None``) gets an editor that may be left empty.
+
+Below the configuration the form offers what else the manifest declares
+about a run: the module's own command-line ``options`` (each passed only when
+ticked, typed as declared), the devices of its ``setup.yaml`` a run uses when
+the module ``chooses_devices``, and the ``environment`` variables it reads —
+a required one the run would not get shown in red with where to set it.  The
+form reads nothing itself: the manifest, the device list and the environment
+check arrive from the pane's watch.
 """
 from __future__ import annotations
 
-import json
+import html
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPlainTextEdit,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
+
+from spacrq.runfiles import RunFileError, dumps, parse_document
 
 #: the group an ungrouped key belongs to (plesty-lib's name for it)
 DEFAULT_GROUP = "default"
@@ -131,15 +144,6 @@ class _FloatBox(QDoubleSpinBox):
 
     def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt naming)
         return f"{value:.10g}"
-
-
-def _parse_document(text: str) -> Any:
-    """A document field's value: YAML when available (JSON is YAML too)."""
-    try:
-        import yaml  # optional: plesty-lib modules carry it, spacrq does not need it
-    except ImportError:
-        return json.loads(text)
-    return yaml.safe_load(text)
 
 
 class ParameterEditor(QWidget):
@@ -260,8 +264,8 @@ class ParameterEditor(QWidget):
         if not text.strip():
             return None
         try:
-            return _parse_document(text)
-        except Exception as exc:
+            return parse_document(text, where=p.key)
+        except RunFileError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FormError(f"{p.key} is not a readable document ({first}); "
                             "write it as YAML or JSON") from None
@@ -276,11 +280,223 @@ def _step_for(low: float, high: float, default: Any) -> float:
 
 
 def _document_text(value: Any) -> str:
-    try:
-        import yaml
-    except ImportError:
-        return json.dumps(value, indent=2)
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=None).strip()
+    """A document shown for editing: JSON, which every YAML reader reads too."""
+    return dumps(value, indent=2)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One extra command-line option the module declares (``--prominence``)."""
+
+    flag: str
+    kind: str  # bool | int | float | choice | text
+    description: str
+    sets: str
+    choices: tuple
+
+
+def options_of(manifest: Mapping[str, Any]) -> list[Option]:
+    """The manifest's ``options``, each with the editor its declared type needs."""
+    out = []
+    for entry in manifest.get("options") or []:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("flag"), str):
+            continue
+        choices = entry.get("choices")
+        choices = tuple(str(c) for c in choices) if isinstance(choices, (list, tuple)) else ()
+        kind, _ = _kind(entry.get("dtype") or "str", choices)
+        if kind == "document":
+            kind = "text"
+        out.append(Option(entry["flag"], kind, str(entry.get("description") or ""),
+                          str(entry.get("sets") or ""), choices))
+    return out
+
+
+class OptionEditor(QObject):
+    """One option: a tick saying "pass it", and (for a valued option) its value.
+
+    An option left unticked is not passed, so the module's own default
+    applies; a switch (``bool``) is the tick alone.  The tick and the value
+    are laid out by the options box, ticks in one column and values in the next.
+    """
+
+    changed = Signal()
+
+    def __init__(self, option: Option, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.option = o = option
+        tip = o.description or f"The module's option {o.flag}."
+        if o.sets:
+            tip += f"\nOverrides the setting {o.sets} for this run."
+        self.given = QCheckBox(o.flag)
+        self.given.setObjectName(f"option:{o.flag}")
+        self.given.setToolTip(tip + ("\nTicked: the run starts with this switch." if o.kind == "bool"
+                                     else "\nTicked: the run starts with this option and the "
+                                          "value beside it; unticked: the module's default."))
+        self.given.toggled.connect(self._toggled)
+        self.editor: QWidget | None = None
+        if o.kind != "bool":
+            self.editor = self._build(o)
+            self.editor.setObjectName(f"option-value:{o.flag}")
+            self.editor.setToolTip(tip)
+            self.editor.setEnabled(False)
+
+    def _build(self, o: Option) -> QWidget:
+        if o.kind == "int":
+            box = QSpinBox()
+            box.setRange(-INT_LIMIT, INT_LIMIT)
+            box.valueChanged.connect(self.changed)
+            return box
+        if o.kind == "float":
+            box = _FloatBox()
+            box.setDecimals(10)
+            box.setRange(-FLOAT_LIMIT, FLOAT_LIMIT)
+            box.valueChanged.connect(self.changed)
+            return box
+        if o.kind == "choice":
+            box = QComboBox()
+            box.addItems(list(o.choices))
+            box.currentIndexChanged.connect(self.changed)
+            return box
+        box = QLineEdit()
+        box.setPlaceholderText("value")
+        box.textChanged.connect(self.changed)
+        return box
+
+    def _toggled(self, on: bool) -> None:
+        if self.editor is not None:
+            self.editor.setEnabled(on)
+        self.changed.emit()
+
+    def value(self) -> Any:
+        """The option's value typed as declared; ``None`` when it is not to be passed."""
+        if not self.given.isChecked():
+            return None
+        e, kind = self.editor, self.option.kind
+        if kind == "bool":
+            return True
+        if kind == "int":
+            return int(e.value())
+        if kind == "float":
+            return float(e.value())
+        if kind == "choice":
+            return e.currentText()
+        return e.text()
+
+    def set_value(self, value: Any) -> None:
+        self.given.setChecked(value is not None and value is not False)
+        e, kind = self.editor, self.option.kind
+        if value is None or e is None:
+            return
+        if kind in ("int", "float") and _number(value) is not None:
+            e.setValue(int(value) if kind == "int" else float(value))
+        elif kind == "choice" and str(value) in self.option.choices:
+            e.setCurrentText(str(value))
+        elif kind == "text":
+            e.setText(str(value))
+
+
+class DeviceChooser(QGroupBox):
+    """The devices of the module's ``setup.yaml`` a run uses, for a module that
+    ``chooses_devices``: a checkable list filled from what the module answered
+    (``--devices``), the operator's choice kept with the run."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Devices", parent)
+        self.setToolTip("The devices of the module's setup.yaml a run of this configuration "
+                        "uses, as the module answers. Untick one the run is not to use; the "
+                        "choice is kept with the run.")
+        layout = QVBoxLayout(self)
+        self.note = QLabel("The module decides from the configuration which devices of its "
+                           "setup.yaml a run uses; they are listed here once it has been asked.")
+        self.note.setWordWrap(True)
+        layout.addWidget(self.note)
+        self.list = QListWidget()
+        self.list.setObjectName("devices")
+        self.list.setToolTip("Tick the devices the run is to use (Space ticks the selected one).")
+        self.list.itemChanged.connect(lambda _item: self.changed.emit())
+        self.list.setVisible(False)
+        layout.addWidget(self.list)
+        self._all = False
+
+    def set_devices(self, names: list[str] | None, problem: str = "") -> None:
+        """Show the module's answer: names, ``None`` (every device), or a problem."""
+        chosen = self.devices()
+        self.list.blockSignals(True)
+        self.list.clear()
+        self._all = names is None and not problem
+        if problem:
+            self.note.setText(f"<span style='color:#c0392b'>{html.escape(problem)}</span>")
+        elif names is None:
+            self.note.setText("The module uses every device of its setup.yaml for this "
+                              "configuration.")
+        else:
+            self.note.setText("The devices this configuration uses:" if names else
+                              "This configuration uses no device.")
+        for name in names or []:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            keep = chosen is None or name in chosen
+            item.setCheckState(Qt.CheckState.Checked if keep else Qt.CheckState.Unchecked)
+            item.setToolTip(f"Ticked: the run uses {name}.")
+            self.list.addItem(item)
+        self.list.setVisible(bool(names))
+        rows = max(1, min(6, len(names or [])))
+        self.list.setFixedHeight(self.list.sizeHintForRow(0) * rows + 8 if names else 0)
+        self.list.blockSignals(False)
+        self.changed.emit()
+
+    def devices(self) -> list[str] | None:
+        """The ticked devices; ``None`` when the module's answer is "all" or not in yet."""
+        if self.list.count() == 0:
+            return None
+        return [self.list.item(i).text() for i in range(self.list.count())
+                if self.list.item(i).checkState() == Qt.CheckState.Checked]
+
+
+def environment_text(variables: list[Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """The environment list as rich text, and the required variables a run would lack."""
+    missing = [str(v["name"]) for v in variables if v.get("required") and not v.get("set")]
+    lines = []
+    for v in variables:
+        name = html.escape(str(v["name"]))
+        need = "required" if v.get("required") else "optional"
+        state = "set" if v.get("set") else "not set"
+        line = f"<b>{name}</b> — {need}, {state}"
+        if v.get("description"):
+            line += f": {html.escape(str(v['description']))}"
+        if v.get("required") and not v.get("set"):
+            line = f"<span style='color:#c0392b'>{line}</span>"
+        lines.append(line)
+    if missing:
+        lines.append("<span style='color:#c0392b'>A run is refused until "
+                     f"{html.escape(', '.join(missing))} {'is' if len(missing) == 1 else 'are'} "
+                     "set: add it to the declaration's env, the module's .env, or the "
+                     "environment spacrq runs in.</span>")
+    return "<br>".join(lines), missing
+
+
+class EnvironmentList(QGroupBox):
+    """The variables the module's runs read, and which required ones a run would lack."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Environment", parent)
+        self.setToolTip("The environment variables the module says its runs read, whether each "
+                        "is required, and whether the run's environment (spacrq's, the "
+                        "module's .env, the declaration's env) sets it.")
+        layout = QVBoxLayout(self)
+        self.text = QLabel()
+        self.text.setObjectName("environment")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.text)
+        self.missing: list[str] = []
+
+    def show_environment(self, variables: list[Mapping[str, Any]]) -> None:
+        text, self.missing = environment_text(variables)
+        self.text.setText(text or "The module reads no environment variable it declares.")
 
 
 class ConfigForm(QWidget):
@@ -298,6 +514,9 @@ class ConfigForm(QWidget):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.editors: dict[str, ParameterEditor] = {}
+        self.option_editors: dict[str, OptionEditor] = {}
+        self.device_chooser: DeviceChooser | None = None
+        self.environment: EnvironmentList | None = None
         self._placeholder = QLabel("Choose an experiment to see what it takes.")
         self._placeholder.setWordWrap(True)
         self._layout.addWidget(self._placeholder)
@@ -309,6 +528,9 @@ class ConfigForm(QWidget):
             if item.widget() is not None and item.widget() is not self._placeholder:
                 item.widget().deleteLater()
         self.editors = {}
+        self.option_editors = {}
+        self.device_chooser = None
+        self.environment = None
         self._placeholder.setText(message)
         self._layout.addWidget(self._placeholder)
         self._placeholder.setVisible(bool(message))
@@ -338,11 +560,37 @@ class ConfigForm(QWidget):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
             form.addRow(label, editor)
             self.editors[p.key] = editor
+        self._build_run_extras(manifest)
         self._layout.addStretch(1)
+
+    def _build_run_extras(self, manifest: Mapping[str, Any]) -> None:
+        """The options, devices and environment boxes, for a manifest that declares them."""
+        options = options_of(manifest)
+        if options:
+            box = QGroupBox("Options")
+            box.setToolTip("The module's own command-line options; a ticked one is passed to "
+                           "the run (and to its resume).")
+            grid = QGridLayout(box)
+            grid.setColumnStretch(1, 1)
+            for row, option in enumerate(options):
+                editor = OptionEditor(option, box)
+                editor.changed.connect(self.changed)
+                grid.addWidget(editor.given, row, 0)
+                if editor.editor is not None:
+                    grid.addWidget(editor.editor, row, 1)
+                self.option_editors[option.flag] = editor
+            self._layout.addWidget(box)
+        if manifest.get("chooses_devices"):
+            self.device_chooser = DeviceChooser()
+            self.device_chooser.changed.connect(self.changed)
+            self._layout.addWidget(self.device_chooser)
+        if manifest.get("environment"):
+            self.environment = EnvironmentList()
+            self._layout.addWidget(self.environment)
 
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Fill the fields from a configuration document (unknown keys ignored)."""
-        for key, editor in self.editors.items():
+        for editor in self.editors.values():
             group, name = editor.parameter.group, editor.parameter.name
             source = config if group == DEFAULT_GROUP else config.get(group)
             if isinstance(source, Mapping) and name in source:
@@ -364,3 +612,36 @@ class ConfigForm(QWidget):
             else:
                 out.setdefault(p.group, {})[p.name] = value
         return out
+
+    # -- what else a run starts with --------------------------------------------------
+    def options(self) -> dict[str, Any]:
+        """The ticked options, ``{flag: value}`` typed as declared."""
+        out = {}
+        for flag, editor in self.option_editors.items():
+            value = editor.value()
+            if value is not None:
+                out[flag] = value
+        return out
+
+    def set_options(self, options: Mapping[str, Any]) -> None:
+        for flag, editor in self.option_editors.items():
+            editor.set_value(options.get(flag))
+
+    def set_devices(self, names: list[str] | None, problem: str = "") -> None:
+        """The module's answer to which devices this configuration uses (from the watch)."""
+        if self.device_chooser is not None:
+            self.device_chooser.set_devices(names, problem)
+
+    def devices(self) -> list[str] | None:
+        """The devices ticked, or ``None`` (no choice: the module's own)."""
+        return self.device_chooser.devices() if self.device_chooser is not None else None
+
+    def show_environment(self, variables: list[Mapping[str, Any]]) -> None:
+        """The environment check of the watch (:func:`spacrq.experiments.environment.
+        environment_check`) shown beside the form."""
+        if self.environment is not None:
+            self.environment.show_environment(variables)
+
+    def missing_environment(self) -> list[str]:
+        """The required variables the run would lack, as last shown."""
+        return list(self.environment.missing) if self.environment is not None else []

@@ -151,7 +151,8 @@ class RecordsPlot(QWidget):
         self.plot.setLabel("bottom", STEP_INDEX)
 
     def append(self, columns: dict[str, Any]) -> None:
-        """Add newly committed records, as :func:`~spacrq.experiments.watch.plot_columns` gives them.
+        """Add newly committed records, as :attr:`~spacrq.experiments.records.RecordsChunk.plot`
+        gives them: ``{"fields", "series": {field: (step indices, values)}, "swept"}``.
 
         New numeric fields join both choosers.  Until the operator chose, y is
         the first measured field and x the first swept one (else the step

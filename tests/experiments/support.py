@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from spacrq.experiments import ExperimentSpec
 
-def fake_module(tmp_path: Path, body: str, name: str = "fakemod") -> "ExperimentSpec":
+
+def fake_module(tmp_path: Path, body: str, name: str = "fakemod") -> ExperimentSpec:
     """A spec of a throwaway module whose ``__main__`` is ``body`` (for bad-answer tests)."""
-    from spacrq.experiments import ExperimentSpec
     checkout = tmp_path / f"{name}-checkout"
     (checkout / name).mkdir(parents=True)
     (checkout / name / "__init__.py").write_text("")

@@ -15,6 +15,7 @@ import pytest
 from spacrq import experiments as ex
 from spacrq.cli import main
 from spacrq.experiments import owner
+from spacrq.experiments.pane import controls, run_row
 from spacrq.experiments.replay import JournalReplay
 from spacrq.procs import ProcessRef
 from spacrq.runfiles import read_jsonl, write_json
@@ -70,7 +71,7 @@ def test_live_run_carries_on_over_a_garbled_control_file(declared, capsys):
                     b'{"stop": "abort", "pad": "' + b"x" * (1 << 20) + b'"}'):
         (run / "control.json").write_bytes(garbage)
         done = ex.status_of(run)["completed"]
-        until(lambda: ex.status_of(run)["completed"] > done)  # read at a boundary, run goes on
+        until(lambda done=done: ex.status_of(run)["completed"] > done)  # read at a boundary
         code, out, _ = cli(capsys, "exp", "status", spec.name, "g1", *w)
         assert code == 0 and "g1: running" in out
         assert f"control problem: {run / 'control.json'}" in out
@@ -242,10 +243,9 @@ def test_owner_on_another_machine_reads_not_responding_with_the_journal_age(tmp_
     assert status["state"] == "not_responding" and not status["resumable"]
     assert "bench-7" in status["problem"] and "journal last changed" in status["problem"]
     assert status["silent_s"] > 3600 * 24 * 365
-    from spacrq.experiments.watch import buttons_for, run_row
-    assert run_row(status, {"completed": 0})["badge"].startswith("not responding (silent")
-    allowed = buttons_for("not_responding")
-    assert allowed["stop"] and allowed["abort"] and not allowed["resume"]
+    assert run_row(status, {"completed": 0}).badge.startswith("not responding (silent")
+    allowed = controls("not_responding")
+    assert allowed.stop.enabled and allowed.abort.enabled and not allowed.resume.enabled
     with pytest.raises(ex.ExperimentError, match="not responding"):
         ex.resume_run(ex.ExperimentSpec("x", "m", sys.executable, str(tmp_path), {},
                                         str(tmp_path)), "r")

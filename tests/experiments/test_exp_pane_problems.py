@@ -11,6 +11,7 @@ import pytest
 
 from spacrq.experiments import owner
 from spacrq.experiments.declarations import ExperimentSpec, declare_experiment
+from spacrq.experiments.pane import tooltip
 from spacrq.procs import ProcessRef
 from spacrq.runfiles import write_json
 
@@ -48,12 +49,12 @@ def test_a_garbled_control_file_is_explained_where_the_operator_looks(qtbot, wor
     (run / "control.json").write_bytes(b'{"stop": "abort\xff\xfe"}')
     pane = _pane(qtbot, workspace)
     try:
-        qtbot.waitUntil(lambda: pane._row is not None and pane._row["state"] == "running",
-                        timeout=20000)
+        qtbot.waitUntil(lambda: pane.selected_run is not None
+                        and pane.selected_run.state == "running", timeout=20000)
         qtbot.waitUntil(lambda: "Control file" in pane.detail.report.toPlainText(), timeout=5000)
         assert str(run / "control.json") in pane.detail.report.toPlainText()
         assert "control file cannot be read" in pane.message.text()
-        tip = pane.runs._tooltip(pane._row)
+        tip = tooltip(pane.selected_run)
         assert "control file:" in tip and "not valid JSON" in tip
     finally:
         pane.shutdown()
@@ -64,10 +65,10 @@ def test_a_run_nobody_can_vouch_for_reads_not_responding(qtbot, workspace, run_r
     os.utime(run / "journal.jsonl", (time.time() - 600, time.time() - 600))
     pane = _pane(qtbot, workspace)
     try:
-        qtbot.waitUntil(lambda: pane._row is not None and pane._row["state"] == "not_responding",
-                        timeout=20000)
+        qtbot.waitUntil(lambda: pane.selected_run is not None
+                        and pane.selected_run.state == "not_responding", timeout=20000)
         badge = pane.runs.data(pane.runs.index(pane.runs.row_of("elsewhere"), 1))
-        assert badge.startswith("not responding (silent 10 min")
+        assert badge.startswith("not responding (silent 10m")
         assert "bench-7" in pane.message.text()
         assert pane.buttons["abort"].isEnabled() and not pane.buttons["resume"].isEnabled()
     finally:

@@ -18,8 +18,10 @@ from spacrq.experiments.runs import create_run
 from spacrq.procs import ProcessRef
 from spacrq.runfiles import write_json
 from spacrq.ui.experiments_form import ConfigForm, FormError
-from spacrq.ui.experiments_models import RecordsModel, RunTableModel
-from spacrq.ui.experiments_pane import ExperimentsPane
+from spacrq.experiments.pane import RunRow, rows
+from spacrq.experiments.watch import ExperimentsWatch
+from spacrq.ui.experiments_models import RecordsModel
+from spacrq.ui.experiments_pane import ExperimentsPane, run_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,13 +61,17 @@ def _ready(qtbot, pane):
 
 
 def _row(pane, run_id):
-    at = pane.runs.row_of(run_id)
-    return pane.runs.run_at(at) if at >= 0 else None
+    return pane.run_of(run_id)
 
 
 def _state(pane, run_id):
-    row = _row(pane, run_id)
-    return row["state"] if row else None
+    run = pane.run_of(run_id)
+    return run.state if run else None
+
+
+def _done(pane, run_id):
+    run = pane.run_of(run_id)
+    return run.done if run else 0
 
 
 def _started(run_root: Path, run_id: str, steps: int, done: int, *, alive: bool, extra=()) -> Path:
@@ -136,29 +142,27 @@ def test_a_malformed_schema_is_one_sentence_not_a_traceback(qtbot):
 
 # -- the run table ------------------------------------------------------------------
 
-def _rowdict(run_id, state="running", done=1, colour="#2471a3", badge="running"):
-    return {"run_id": run_id, "state": state, "badge": badge, "colour": colour, "done": done,
-            "total": 10, "eta": 30.0, "started": 1_796_000_000.0, "ended": None,
-            "failed_attempts": 0, "error": "", "step": None, "step_progress": None,
-            "pause_asked": False, "stop_asked": None, "control_problem": "", "reports": []}
+def _run(run_id, state="running", done=1, colour="#2471a3", badge="running"):
+    return RunRow(run_id, state, badge, colour, done=done, total=10, eta=30.0,
+                  started=1_796_000_000.0)
 
 
 def test_run_table_changes_only_the_rows_that_changed(qtbot):
-    model = RunTableModel()
-    model.update([_rowdict("b"), _rowdict("a", "completed", 10, "#1e8449", "completed")])
+    model = run_table()
+    model.set_rows(rows([_run("b"), _run("a", "completed", 10, "#1e8449", "completed")]))
     changed, inserted = [], []
     model.dataChanged.connect(lambda top, bottom: changed.append((top.row(), bottom.row())))
     model.rowsInserted.connect(lambda _p, first, last: inserted.append((first, last)))
-    model.update([_rowdict("c"), _rowdict("b", done=2),
-                  _rowdict("a", "completed", 10, "#1e8449", "completed")])
+    model.set_rows(rows([_run("c"), _run("b", done=2),
+                         _run("a", "completed", 10, "#1e8449", "completed")]))
     assert inserted == [(0, 0)] and changed == [(1, 1)]
-    assert model.data(model.index(1, 2)) == "██░░░░░░░░ 2 / 10 steps · ETA 30 s"
+    assert model.data(model.index(1, 2)) == "██░░░░░░░░ 2 / 10 steps · ETA 30.0s"
     assert model.data(model.index(2, 1)) == "completed"
     dot = model.data(model.index(2, 1), Qt.ItemDataRole.DecorationRole)
     assert dot.pixmap(12, 12).toImage().pixelColor(6, 6).name() == "#1e8449"
     tint = model.data(model.index(2, 1), Qt.ItemDataRole.BackgroundRole).color()
     assert tint.name() == QColor("#1e8449").lighter(185).name()
-    model.update([_rowdict("c")])
+    model.set_rows(rows([_run("c")]))
     assert model.rowCount() == 1
 
 
@@ -168,7 +172,7 @@ def test_buttons_follow_the_selected_runs_state(qtbot, pane, sweep):
     _started(sweep, "c_interrupted", 5, 2, alive=False)
     _started(sweep, "d_running", 5, 2, alive=True)
     qtbot.waitUntil(lambda: pane.runs.rowCount() == 4 and all(
-        r["state"] != "reading" for r in pane.runs.rows()), timeout=10000)
+        r.state != "reading" for r in pane.shown_runs()), timeout=10000)
     expected = {
         "a_created": {"run", "duplicate", "rename", "reconfigure"},
         "b_completed": {"duplicate"},
@@ -177,7 +181,8 @@ def test_buttons_follow_the_selected_runs_state(qtbot, pane, sweep):
     }
     for run_id, enabled in expected.items():
         pane.table.selectRow(pane.runs.row_of(run_id))
-        qtbot.waitUntil(lambda: pane._row is not None and pane._row["run_id"] == run_id)
+        qtbot.waitUntil(lambda run_id=run_id: pane.selected_run_id == run_id
+                        and pane.selected_run is not None)
         assert {k for k, b in pane.buttons.items() if b.isEnabled()} == enabled, run_id
         assert pane.detail.add_note_button.isEnabled()
     assert pane.buttons["pause"].text() == "Pause"
@@ -241,12 +246,40 @@ def test_a_module_that_gives_no_manifest_is_said_inline(qtbot, workspace, tmp_pa
         pane.shutdown()
 
 
-def test_shutdown_stops_both_pollers(qtbot, workspace):
+def test_shutdown_stops_the_poller_and_closes_the_watch(qtbot, workspace):
     pane = ExperimentsPane(workspace)
     qtbot.addWidget(pane)
-    assert pane.poller.is_running() and pane.manifests.is_running()
-    pane.shutdown()
-    assert not pane.poller.is_running() and not pane.manifests.is_running()
+    assert pane.poller.is_running()
+    assert pane.shutdown()
+    assert not pane.poller.is_running() and pane.watch.poll({}) is None
+
+
+def test_closing_during_a_heavy_poll_ends_within_the_budget(qtbot, workspace, sweep, monkeypatch):
+    for i in range(2):  # histories of seconds of reading each
+        _started(sweep, f"r{i:02d}", 40000, 40000, alive=False)
+    # one poll would read every history at once: the heaviest poll there is
+    monkeypatch.setattr(ExperimentsWatch, "FIRST_READ_BUDGET", 600.0)
+    monkeypatch.setattr(ExperimentsWatch, "CHUNK", 4096)
+    reading = []
+    feed = ExperimentsWatch._catch_up
+    monkeypatch.setattr(ExperimentsWatch, "_catch_up",
+                        lambda self, watch, deadline: reading.append(1) or feed(self, watch, deadline))
+    pane = ExperimentsPane(workspace)
+    qtbot.addWidget(pane)
+    qtbot.waitUntil(lambda: bool(reading), timeout=10000)
+    assert pane.shutdown(1.0)  # the poll in flight returned, the poller ended, within a second
+    assert not pane.poller.is_running()
+
+
+def test_closing_while_a_module_is_being_asked_kills_it(qtbot, workspace, tmp_path):
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(120)\n")
+    declare_experiment(workspace.root, ExperimentSpec(
+        "hangs", "hangs", sys.executable, str(tmp_path), {}, str(tmp_path / "runs")))
+    pane = ExperimentsPane(workspace, manifest_timeout=120)
+    qtbot.addWidget(pane)
+    qtbot.waitUntil(lambda: pane.waiting_for("manifest") and pane.watch.busy(), timeout=10000)
+    assert pane.shutdown(1.0)
+    qtbot.waitUntil(lambda: not pane.watch.busy(), timeout=10000)  # its child was killed
 
 
 # -- a real run of the demo module --------------------------------------------------
@@ -259,33 +292,32 @@ def test_a_demo_run_is_paused_continued_stopped_and_resumed_from_the_pane(qtbot,
     pane.form.editors["dwell"].editor.setValue(0.25)
     pane.run_name.setText("night1")
     qtbot.mouseClick(pane.create_and_run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: (_row(pane, "night1") or {}).get("done", 0) >= 2, timeout=20000)
-    assert pane._run_id == "night1" and pane.run_name.text() == ""  # selected, name used
-    row = _row(pane, "night1")
-    assert row["state"] == "running" and "ETA" in pane.runs.data(pane.runs.index(0, 2))
+    qtbot.waitUntil(lambda: _done(pane, "night1") >= 2, timeout=20000)
+    assert pane.selected_run_id == "night1" and pane.run_name.text() == ""  # selected, name used
+    assert _state(pane, "night1") == "running" and "ETA" in pane.runs.data(pane.runs.index(0, 2))
     buttons = pane.buttons
     qtbot.mouseClick(buttons["pause"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _state(pane, "night1") == "paused", timeout=10000)
     assert buttons["pause"].text() == "Continue" and not buttons["resume"].isEnabled()
-    held = _row(pane, "night1")["done"]
+    held = _done(pane, "night1")
     assert 0 < pane.detail.plot.point_count() <= held
     qtbot.mouseClick(buttons["pause"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _state(pane, "night1") == "running"
-                    and _row(pane, "night1")["done"] > held, timeout=10000)
+                    and _done(pane, "night1") > held, timeout=10000)
     qtbot.waitUntil(lambda: buttons["stop"].isEnabled(), timeout=5000)
     qtbot.mouseClick(buttons["stop"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _state(pane, "night1") == "canceled", timeout=10000)
-    stopped_at = _row(pane, "night1")["done"]
+    stopped_at = _done(pane, "night1")
     assert stopped_at < 24
     qtbot.waitUntil(lambda: buttons["resume"].isEnabled(), timeout=5000)
     qtbot.mouseClick(buttons["resume"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _state(pane, "night1") == "completed", timeout=30000)
-    assert _row(pane, "night1")["done"] == 24
+    assert _done(pane, "night1") == 24
     qtbot.waitUntil(lambda: pane.detail.records.rowCount() == 24, timeout=5000)
     assert pane.detail.plot.point_count() == 24
     indices = [pane.detail.records.data(pane.detail.records.index(i, 0)) for i in range(24)]
     assert sorted(int(i) for i in indices) == list(range(24))  # every step recorded exactly once
-    assert "Step" in pane.detail.log.toPlainText() or pane.detail.log.toPlainText().strip()
+    assert pane.detail.log.shown_text().strip()
     assert not buttons["resume"].isEnabled() and buttons["duplicate"].isEnabled()
     for outcome in ("paused", "canceled", "completed after 24 of 24 steps"):
         assert any(f"run night1 {outcome}" in line for line in said), (outcome, said)
@@ -298,7 +330,7 @@ def test_abort_asks_first_and_then_interrupts_the_step(qtbot, pane, sweep, monke
     pane.form.editors["dwell"].editor.setValue(30.0)
     pane.run_name.setText("long")
     qtbot.mouseClick(pane.create_and_run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: (_row(pane, "long") or {}).get("step") is not None, timeout=20000)
+    qtbot.waitUntil(lambda: getattr(_row(pane, "long"), "step", None) is not None, timeout=20000)
     qtbot.waitUntil(lambda: pane.buttons["abort"].isEnabled(), timeout=5000)
     asked = []
     monkeypatch.setattr(pane, "confirm_abort", lambda run_id: asked.append(run_id) or False)
@@ -334,11 +366,11 @@ def test_a_run_not_yet_started_is_renamed_reconfigured_and_duplicated(qtbot, pan
     qtbot.waitUntil(lambda: "not a path" in pane.message.text(), timeout=5000)
     pane.new_name.setText("friday")
     qtbot.mouseClick(pane.buttons["rename"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: pane._run_id == "friday", timeout=5000)
+    qtbot.waitUntil(lambda: pane.selected_run_id == "friday", timeout=5000)
     assert not (sweep / "tonight").exists()
     pane.new_name.setText("friday_copy")
     qtbot.mouseClick(pane.buttons["duplicate"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: pane._run_id == "friday_copy", timeout=5000)
+    qtbot.waitUntil(lambda: pane.selected_run_id == "friday_copy", timeout=5000)
     assert json.loads((sweep / "friday_copy" / "config.yaml").read_text())["points"] == 120
     assert _state(pane, "friday_copy") == "created"
 
@@ -350,7 +382,7 @@ def test_run_starts_a_created_run_with_its_own_configuration(qtbot, pane, sweep)
     qtbot.waitUntil(lambda: pane.buttons["run"].isEnabled(), timeout=5000)
     qtbot.mouseClick(pane.buttons["run"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _state(pane, "quick") == "completed", timeout=20000)
-    assert _row(pane, "quick")["done"] == 3 and _row(pane, "quick")["total"] == 3
+    assert _done(pane, "quick") == 3 and _row(pane, "quick").total == 3
     assert not pane.buttons["rename"].isEnabled() and not pane.buttons["reconfigure"].isEnabled()
     qtbot.waitUntil(lambda: pane.watch.started_running() == 0, timeout=10000)
 
@@ -413,11 +445,10 @@ def test_the_environment_a_module_reads_is_checked_against_the_declaration(qtbot
     pane = ExperimentsPane(workspace)
     qtbot.addWidget(pane)
     try:
-        qtbot.waitUntil(lambda: "must be set" in pane.environment.text(), timeout=20000)
-        text = pane.environment.text()
-        assert "HWP_ADDRESS (not set)" in text and "LAB_ROOM —" in text
-        said_missing = text.split("<span style='color:#c0392b'>")[1]
-        assert said_missing.startswith("HWP_ADDRESS must be set")
+        qtbot.waitUntil(lambda: pane.form.environment is not None
+                        and pane.form.missing_environment() == ["HWP_ADDRESS"], timeout=20000)
+        text = pane.form.environment.text.text()
+        assert "HWP_ADDRESS</b> — required, not set" in text and "LAB_ROOM</b> — required, set" in text
     finally:
         pane.shutdown()
 

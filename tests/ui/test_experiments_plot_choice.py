@@ -69,7 +69,7 @@ def test_the_pane_opens_on_the_newest_run_with_its_records(qtbot, pane, sweep):
     _finished_run(sweep, "2026-11-30_night", 4)
     _finished_run(sweep, "2026-12-01_night", 6)
     p = pane()
-    qtbot.waitUntil(lambda: p._run_id == "2026-12-01_night", timeout=WAIT)  # nobody clicked
+    qtbot.waitUntil(lambda: p.selected_run_id == "2026-12-01_night", timeout=WAIT)  # nobody clicked
     qtbot.waitUntil(lambda: p.detail.records.rowCount() == 6 and p.detail.plot.point_count() == 6,
                     timeout=WAIT)
     assert p.table.selectionModel().currentIndex().row() == 0
@@ -93,11 +93,11 @@ def test_the_chosen_axes_are_remembered_for_the_experiments_other_runs(qtbot, pa
     _finished_run(sweep, "2026-12-01_b", 7, gain=2.0)
     p = pane()
     plot = p.detail.plot
-    qtbot.waitUntil(lambda: p._run_id == "2026-12-01_b" and plot.point_count() == 7, timeout=WAIT)
+    qtbot.waitUntil(lambda: p.selected_run_id == "2026-12-01_b" and plot.point_count() == 7, timeout=WAIT)
     plot.choose_x("value.signal")
     plot.choose("value.setpoint_mV")
     p.table.selectRow(1)  # the older run
-    qtbot.waitUntil(lambda: p._run_id == "2026-12-01_a" and plot.point_count() == 5, timeout=WAIT)
+    qtbot.waitUntil(lambda: p.selected_run_id == "2026-12-01_a" and plot.point_count() == 5, timeout=WAIT)
     assert (plot.x_field, plot.field) == ("value.signal", "value.setpoint_mV")
     assert list(plot.curve.getData()[0]) == [1, 4, 9, 16, 25]
 
