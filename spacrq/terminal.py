@@ -25,6 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, TextIO
 
+from spacrq.fmt import duration
+
 __all__ = ["live_enabled", "LiveLines", "follow", "Frame", "bar", "eta_text", "FOLLOW_STOPPED",
            "plain"]
 
@@ -79,10 +81,9 @@ def bar(done: int, total: int | None, width: int = 24) -> str:
 
 def eta_text(done: int, total: int | None, elapsed: float) -> str:
     """``ETA 3m 12s`` from the rate so far; ``ETA —`` when nothing is done yet."""
-    from spacrq.queue.model import fmt_duration
     if not total or done <= 0 or elapsed <= 0 or done >= total:
         return "ETA —" if done < (total or 1) else "done"
-    return f"ETA {fmt_duration(elapsed / done * (total - done))}"
+    return f"ETA {duration(elapsed / done * (total - done))}"
 
 
 class LiveLines:

@@ -16,7 +16,8 @@ from typing import Iterable
 from spacrq.night import svg
 from spacrq.night.charts import block_charts, records_chart
 from spacrq.night.collect import JobFacts, Night
-from spacrq.queue.model import fmt_duration, parse_iso
+from spacrq.fmt import duration
+from spacrq.queue.model import parse_iso
 
 #: outcome -> bar colour in the timeline and badge colour in the tables
 OUTCOME_COLOURS = {"success": "#2e7d32", "partial": "#e69f00", "failed": "#c62828",
@@ -208,7 +209,7 @@ def _jobs_table(night: Night) -> Iterable[str]:
                + (f"<br><span class=\"note\">{escape(job.label)}</span>" if job.label and job.label != job.id else "")
                + f"</td><td>{escape(job.module)}</td><td>{_badge(f.outcome)}</td>"
                f"<td>{escape(_clock_time(job.started))}</td>"
-               f"<td class=\"num\">{escape(fmt_duration(job.duration_s))}</td>"
+               f"<td class=\"num\">{escape(duration(job.duration_s))}</td>"
                f"<td class=\"num\">{job.attempts or 0}</td>"
                f"<td class=\"num\">{_size(f.peak_rss_bytes)}</td></tr>")
     yield "</table>"

@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spacrq.fmt import duration
 from spacrq.cli import CliError
 from spacrq.problems import format_problems
 from spacrq.queue.live import queue_frame, queue_lines
 from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq.queue.engine import _UNSET
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
-                                QueueError, fmt_duration)
+                                QueueError)
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
@@ -261,7 +262,7 @@ def _print_status(args: argparse.Namespace) -> int:
     width = max((len(j.id) for j in queue.jobs), default=2)
     for i, job in enumerate(queue.jobs, start=1):
         mark = "success (PARTIAL)" if job.is_partial and job.status == "success" else job.status
-        line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {fmt_duration(job.elapsed_s).rjust(8)}  {job.label}"
+        line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {duration(job.elapsed_s).rjust(8)}  {job.label}"
         _say(line)
         if job.error:
             _say(f"        {job.error}")

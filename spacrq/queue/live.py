@@ -11,8 +11,9 @@ import os
 import time
 from typing import Any
 
+from spacrq.fmt import duration
 from spacrq.queue.model import (STATUS_FAILED, STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS,
-                                QueueError, fmt_duration, parse_iso)
+                                QueueError, parse_iso)
 from spacrq.terminal import Frame, bar
 
 _FINISHED = (STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED)
@@ -37,14 +38,14 @@ def queue_lines(path: str | os.PathLike, *, now: float | None = None) -> list[st
                                                        (failed, "failed"), (skipped, "skipped"))
                          if n) or "none yet"
     starts = [t.timestamp() for t in (parse_iso(j.started) for j in queue.jobs) if t]
-    elapsed = f"  elapsed {fmt_duration(now - min(starts))}" if starts else ""
+    elapsed = f"  elapsed {duration(now - min(starts))}" if starts else ""
     lines = [f"{queue.name}: {len(finished)} of {total} jobs finished ({outcomes}) "
              f"{bar(len(finished), total)}{elapsed}"]
     for i, job in enumerate(queue.jobs, start=1):
         if job.status != STATUS_RUNNING:
             continue
         started = parse_iso(job.started)
-        took = fmt_duration(now - started.timestamp()) if started else "—"
+        took = duration(now - started.timestamp()) if started else "—"
         lines.append(f"running  {i}. {job.id} ({job.module}) for {took}")
         last = log_tail(job.log_path, max_lines=1) if job.log_path else []
         last = [ln for ln in last if not ln.startswith("# ")]
