@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from spacrq.experiments.errors import MANIFEST_TIMEOUT
 from spacrq.experiments.pane import BADGES, COLUMNS, RunRow, announcement, controls
 from spacrq.experiments.watch import ExperimentsWatch, Snapshot
+from spacrq.ui.status import RUNNING, first_few
 from spacrq.ui.dialogs import confirm_abort
 from spacrq.ui.experiments_detail import RunDetail
 from spacrq.ui.experiments_form import ConfigForm, FormError
@@ -225,6 +226,10 @@ class ExperimentsPane(PaneBase):
         """The run shown in the table under ``run_id`` (``None`` when it is not shown)."""
         row = self.runs.row_at(self.runs.row_of(run_id))
         return row.value if row is not None else None
+
+    def running_now(self) -> tuple[str, ...]:
+        live = [str(row.key) for row in self.runs.rows if row.look in RUNNING]
+        return (f"experiment run {first_few(live)}",) if live else ()
 
     def shown_runs(self) -> list[RunRow]:
         return [row.value for row in self.runs.rows]

@@ -125,6 +125,10 @@ class PaneBase(QWidget):
             self.outcome_arrived(outcome)
         self.show_snapshot(snapshot)
 
+    def running_now(self) -> tuple[str, ...]:
+        """What this pane is running now, one short phrase each, for the status bar."""
+        return ()
+
     def outcome_arrived(self, outcome: Outcome) -> None:
         """One action ended (subclasses say so to the operator)."""
 

@@ -445,6 +445,14 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
 
     # -- lifetime -----------------------------------------------------------------
 
+    def running_now(self) -> tuple[str, ...]:
+        runner = self.runner
+        if not (isinstance(runner, dict) and runner.get("alive")):
+            return ()
+        name = getattr(self.path, "name", "") or "the queue"
+        job = runner.get("current_job")
+        return (f"{name}: running {job}" if job else f"{name}: running",)
+
     def shutdown(self, budget: float = SHUTDOWN_BUDGET) -> bool:
         """Stop watching within ``budget`` seconds; the runner, if any, goes on."""
         self.clock.stop()

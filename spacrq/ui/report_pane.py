@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 
 from spacrq.blockwise import pane as logic
 from spacrq.blockwise.watch import ReportSnapshot, ReportWatcher
+from spacrq.ui.status import first_few
 from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.report_charts import LiveCharts
 from spacrq.ui.table_model import KEY_ROLE, SORT_ROLE, Column, RowTable
@@ -435,6 +436,11 @@ class RunReportPane(PaneBase):
             self._last_detail_key = detail_key
             if self.tabs.currentIndex() in (0, 1):  # the charts when there are any, else the figures
                 self.tabs.setCurrentIndex(0 if d.live or d.charts else 1)
+
+    def running_now(self) -> tuple[str, ...]:
+        tasks = sorted(str(key).rstrip("/").rsplit("/", 1)[-1]  # keys are store paths: the folder is the task
+                       for key, state in self._states.items() if state == "running")
+        return (f"blockwise {first_few(tasks)}",) if tasks else ()
 
     def _show_gone(self) -> None:
         """The selected task's folder was removed (or an opened path closed): say so, show nothing stale."""

@@ -361,18 +361,27 @@ def test_the_start_up_worker_is_told_to_stop_and_waited_for_within_the_budget(
     window.close()
 
 
-def test_the_running_line_names_the_queues_job_the_blockwise_tasks_and_the_live_runs():
+def test_the_running_line_names_the_queues_job_the_blockwise_tasks_and_the_live_runs(qtbot, tmp_path):
     from pathlib import Path
-    from types import SimpleNamespace as Pane
 
+    from spacrq.ui.experiments_pane import ExperimentsPane
+    from spacrq.ui.queue_pane import QueuePane
+    from spacrq.ui.report_pane import RunReportPane
     from spacrq.ui.status import running_summary
     from spacrq.watching import Row
-    panes = {
-        "Queue": Pane(runner={"alive": True, "current_job": "smooth"}, path=Path("night.queue.json")),
-        "Run Report": Pane(_states={"/ws/a/demo_smooth": "running", "/ws/b/done": "completed"}),
-        "Experiments": Pane(runs=Pane(rows=(Row("r1", ("r1",), look="running"),
-                                            Row("r2", ("r2",), look="completed")))),
-    }
+    from spacrq.workspace import open_workspace
+
+    ws, _ = open_workspace(tmp_path / "ws", demo=False)
+    queue, report, experiments = QueuePane(ws), RunReportPane(ws), ExperimentsPane(ws)
+    for pane in (queue, report, experiments):
+        qtbot.addWidget(pane)
+    panes = {"Queue": queue, "Run Report": report, "Experiments": experiments,
+             "Loading": object()}  # a pane still loading says nothing
+    assert running_summary(panes) == "Nothing running"
+    queue.runner, queue.path = {"alive": True, "current_job": "smooth"}, Path("night.queue.json")
+    report._states.update({"/ws/a/demo_smooth": "running", "/ws/b/done": "completed"})
+    experiments.runs.set_rows((Row("r1", ("r1",), look="running"), Row("r2", ("r2",), look="completed")))
     assert running_summary(panes) == ("Running — night.queue.json: running smooth · "
                                       "blockwise demo_smooth · experiment run r1")
-    assert running_summary({"Queue": Pane(runner={}), "Experiments": Pane()}) == "Nothing running"
+    for pane in (queue, report, experiments):
+        assert pane.shutdown()
