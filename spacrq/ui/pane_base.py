@@ -57,11 +57,13 @@ class PaneBase(QWidget):
         self._token = 0
         self._waiting: dict[int, str] = {}
         self._view: dict[str, Any] = {}
+        self._shut = False
 
     # -- lifecycle ----------------------------------------------------------------
     def start_watch(self, watch: Watch, interval: float, **view: Any) -> None:
         """Start polling ``watch`` every ``interval`` seconds, looking at ``view``."""
         self.watch = watch
+        self._shut = False
         self._view.update(view)
         self.poller = Poller(watch.poll, interval, self)
         self.poller.snapshot.connect(self._snapshot_arrived)
@@ -77,6 +79,7 @@ class PaneBase(QWidget):
         every run the pane started goes on regardless).
         """
         deadline = time.monotonic() + max(0.0, budget)
+        self._shut = True  # a snapshot still queued for the GUI thread is not shown
         ok = True
         if self.poller is not None:
             self.poller.halt()
@@ -120,6 +123,8 @@ class PaneBase(QWidget):
 
     # -- answers ----------------------------------------------------------------------
     def _snapshot_arrived(self, snapshot: Any) -> None:
+        if self._shut:
+            return
         for outcome in outcomes_of(snapshot):
             self._waiting.pop(outcome.token, None)
             self.outcome_arrived(outcome)

@@ -378,10 +378,10 @@ def test_the_running_line_names_the_queues_job_the_blockwise_tasks_and_the_live_
     panes = {"Queue": queue, "Run Report": report, "Experiments": experiments,
              "Loading": object()}  # a pane still loading says nothing
     assert running_summary(panes) == "Nothing running"
+    for pane in (queue, report, experiments):  # what they hold stays; no poll overwrites it now
+        assert pane.shutdown()
     queue.runner, queue.path = {"alive": True, "current_job": "smooth"}, Path("night.queue.json")
     report._states.update({"/ws/a/demo_smooth": "running", "/ws/b/done": "completed"})
     experiments.runs.set_rows((Row("r1", ("r1",), look="running"), Row("r2", ("r2",), look="completed")))
     assert running_summary(panes) == ("Running — night.queue.json: running smooth · "
                                       "blockwise demo_smooth · experiment run r1")
-    for pane in (queue, report, experiments):
-        assert pane.shutdown()
