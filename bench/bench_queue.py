@@ -23,6 +23,11 @@ For each queue size N it times, wall clock, in one run:
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
   last, the same way an operator uses it.
 
+With ``--against TREE`` (another checkout of spacrq, e.g. a ``git worktree``
+of an older commit) the 10-job file mode of that tree is timed in the same
+rounds, run by the same interpreter through ``PYTHONPATH``: a before/after
+comparison under the same load.
+
 It prints per-job time, per-job overhead above ``bare``, and the ratios
 (spacrq/tsp, and for flatness the 2000-job/10-job per-job overhead, each size
 in the mode it runs in by default — 2000-job journal over 10-job file — with
@@ -70,7 +75,8 @@ def time_bare(n: int) -> float:
 MODES = {"file": str(10 ** 9), "journal": "0"}  # SPACRQ_QUEUE_DIRECT_MAX_JOBS forcing each
 
 
-def time_spacrq(n: int, folder: Path, mode: str = "file") -> tuple[float, float, float]:
+def time_spacrq(n: int, folder: Path, mode: str = "file",
+                tree: str | None = None) -> tuple[float, float, float]:
     """(seconds inside the runner, seconds of the whole command, seconds per job).
 
     Per job is the jobs' own span, the second job's start to the last job's end
@@ -81,6 +87,8 @@ def time_spacrq(n: int, folder: Path, mode: str = "file") -> tuple[float, float,
     """
     path = _queue_file(folder, n)
     env = dict(os.environ, SPACRQ_QUEUE_DIRECT_MAX_JOBS=MODES[mode])
+    if tree:
+        env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -126,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 2000])
     ap.add_argument("--repeat", type=int, default=5, help="runs per figure (median kept)")
+    ap.add_argument("--against", metavar="TREE",
+                    help="another spacrq checkout, timed in the same rounds (file mode)")
     args = ap.parse_args(argv)
     have_tsp = os.access(TSP, os.X_OK)
     rows = {}
@@ -144,13 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         # Rounds interleave the sizes and modes so a change in machine load hits all of them
         # alike; a large queue runs once, in the middle round.
         samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in args.sizes}
+        against: dict[int, list[float]] = {n: [] for n in args.sizes}
         for r in range(args.repeat):
             for n in args.sizes:
                 if n > 200 and r != args.repeat // 2:
                     continue
                 tsp = (time_tsp(n, folder) - tsp_startup) / n if have_tsp else float("nan")
+                # The other tree goes first in every other round: what runs right after
+                # another run pays for the disk writes that one left behind.
+                if args.against and n <= 200 and r % 2:
+                    against[n].append(time_spacrq(n, folder, "file", args.against)[2] / tsp)
                 samples[n].append((time_bare(n) / n, time_spacrq(n, folder, "file")[2],
                                    time_spacrq(n, folder, "journal")[2], tsp))
+                if args.against and n <= 200 and not r % 2:
+                    against[n].append(time_spacrq(n, folder, "file", args.against)[2] / tsp)
         for n, got in samples.items():
             rows[n] = tuple(statistics.median(s[i] for s in got) for i in range(4))
         lvp = time_load_validate_plan(folder)
@@ -189,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{overhead(large, c) / max(1e-9, overhead(small, c)):.2f}")
     print(f"targets: at {min(rows)} jobs, file mode (every transition durable, the file "
           "current) <= tsp per job")
+    for n, ratios in against.items():
+        if ratios:
+            ours = statistics.median(s[1] / s[3] for s in samples[n])
+            print(f"against {args.against} at {n} jobs, file mode: its file/tsp "
+                  f"{statistics.median(ratios):.2f}, this tree's {ours:.2f} (medians of the "
+                  f"rounds' ratios)")
     load, validate, planned = lvp
     print(f"2000-job queue: load {load * ms:.0f} ms, validate {validate * ms:.0f} ms, plan "
           f"{planned * ms:.0f} ms, total {(load + validate + planned) * ms:.0f} ms (target < 1000)")

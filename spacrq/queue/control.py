@@ -26,6 +26,7 @@ class Control:
     def __init__(self, run_dir: str | os.PathLike | None,
                  report: Callable[[str], None] | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir else None
+        self._file = str(self.run_dir / CONTROL_FILE) if self.run_dir else ""
         self.report = report
         self._seen: tuple[int, int, int] | None = None
         self._request: str | None = None
@@ -38,7 +39,7 @@ class Control:
         if self.run_dir is None:
             return None
         try:
-            st = os.stat(self.run_dir / CONTROL_FILE)
+            st = os.stat(self._file)
         except OSError:
             self._seen, self._request = None, None
             return None

@@ -98,6 +98,7 @@ class _Run:
                  mode: str | None, loaded_key: tuple | None,
                  supervisor: Supervisor | None = None) -> None:
         self.queue, self.path, self.log_root = queue, path, log_root
+        self._root = str(log_root)  # (joined as text: a Path per job cost more than its use)
         self.control, self.on_progress, self.stop_flag = control, on_progress, stop_flag
         self.modules, self.heartbeat = modules, heartbeat
         self.writer = (QueueWriter(queue, path, durable=durable, mode=mode,
@@ -105,7 +106,8 @@ class _Run:
         self.injected = runner
         self.processes = ProcessRunner(control=control, on_spawn=self._spawned,
                                        heartbeat=heartbeat,
-                                       supervisor=supervisor or Supervisor())
+                                       supervisor=supervisor or Supervisor(),
+                                       meanwhile=self._meanwhile, idle=self._idle)
         if runner is None and any(j.status != STATUS_SUCCESS for j in queue.jobs):
             self.processes.supervisor.warm()
         self.total = len(queue.jobs)
@@ -135,6 +137,15 @@ class _Run:
             self.queue_note(f"could not save the queue file ({self.writer.problem}); the run "
                             "goes on and saves it at the next chance")
 
+    def claim(self, job: Job) -> None:
+        """``job`` is next: edits made to it in the file are taken in before it is read."""
+        if self.writer is None:
+            return
+        added = self.writer.claim(job)
+        if added:
+            self.total = len(self.queue.jobs)
+            self.by_id.update((j.id, j) for j in added)
+
     def queue_note(self, text: str) -> None:
         """A line in the log of the job at hand, if any (saving problems go there too)."""
         job = next((j for j in self.queue.jobs if j.status == STATUS_RUNNING and j.log_path), None)
@@ -144,8 +155,14 @@ class _Run:
     def _spawned(self, job: Job, ref: ProcessRef) -> None:
         job.process = ref.to_dict()
         self.persist(job, "process")
+
+    def _meanwhile(self) -> None:
         if self.writer is not None:
-            self.writer.tidy()  # while the job runs, not before it starts
+            self.writer.prepare()  # once the job was sent, not before it starts
+
+    def _idle(self) -> None:
+        if self.writer is not None:
+            self.writer.tidy()  # once the job ran a while: nobody waits for it now
 
     def progress(self, event: str, job: Job | None, i: int, message: str = "") -> None:
         _safe(self.on_progress, Progress(event, job.id if job else "", i, self.total,
@@ -193,7 +210,7 @@ class _Run:
             self.fail_early(job, i, "ConfigurationError",
                             "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
             return None
-        settings_path = str(self.log_root / f"{job.id}.settings.json")
+        settings_path = os.path.join(self._root, f"{job.id}.settings.json")
         if spec.name != "command" or self.injected is not None:
             try:
                 write_json(settings_path, settings, durable=False)
@@ -205,11 +222,12 @@ class _Run:
 
     def run_job(self, i: int, job: Job) -> None:
         """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
+        self.claim(job)
         ready = self.prepare(i, job)
         if ready is None:
             return
         spec, settings, settings_path = ready
-        job.log_path = str(self.log_root / f"{i:0{self.width}d}_{job.id}.log")
+        job.log_path = os.path.join(self._root, f"{i:0{self.width}d}_{job.id}.log")
         job.attempts, job.run_status = 0, None
         folders = spec.output_folders(settings)
         before = snapshot(folders) if folders else {}

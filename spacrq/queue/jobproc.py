@@ -23,15 +23,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import orjson
+
 from spacrq.modules import ModuleSpec
 from spacrq.modules.spacr import cli_argv, is_spacr
 from spacrq.procs import ProcessRef, module_argv, stop_group
 from spacrq.queue.control import Control
 from spacrq.queue.model import Job, now_iso
 from spacrq.queue.supervise import exit_record_path
-from spacrq.runfiles import RunFileError, append_text
+from spacrq.runfiles import RunFileError, append_text, read_jsonl
 
 HEARTBEAT_SECONDS = 2.0
+#: A job that has run this long is one nobody waits on: the runner's housekeeping goes then.
+IDLE_AFTER = 0.2
 
 
 class JobTimeout(Exception):
@@ -75,14 +79,34 @@ def _environ() -> dict[str, str]:
     return dict(_ENVIRON[1])
 
 
-def job_environment(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
-    env = _environ()
-    env.update({str(k): str(v) for k, v in (job.env or {}).items()})
+def _environ_base() -> dict[str, str]:
+    """``os.environ`` as text, the same object until it changes (never change it)."""
+    _environ()
+    return _ENVIRON[1]
+
+
+def job_env_changes(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
+    """What the job's environment sets on top of the runner's own."""
+    env = {str(k): str(v) for k, v in (job.env or {}).items()}
     if spec.name == "command":
         env.update({str(k): str(v) for k, v in (settings.get("env") or {}).items()})
     env["SPACRQ_JOB_ID"] = job.id
     env["SPACRQ_JOB_LOG"] = log_path
     return env
+
+
+def job_environment(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
+    env = _environ()
+    env.update(job_env_changes(job, settings, spec, log_path))
+    return env
+
+
+def _dumps(message: dict) -> bytes:
+    """One message line (orjson where it can: the runner waits on every message)."""
+    try:
+        return orjson.dumps(message, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # (an integer beyond 64 bits)
+        return json.dumps(message, default=str).encode()
 
 
 def job_cwd(job: Job, settings: dict, spec: ModuleSpec) -> str | None:
@@ -139,7 +163,7 @@ class Supervisor:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            answer = json.loads(line)
+            answer = orjson.loads(line)
         except ValueError:
             raise SupervisorLost("the job's supervisor answered garbage") from None
         return answer if isinstance(answer, dict) else {}
@@ -161,16 +185,24 @@ class Supervisor:
         self._base_env = dict(env)
         return {"base_env": self._base_env, "env_set": {}}
 
+    def _env_changes(self, base: dict, changes: dict) -> dict:
+        """The environment as ``base`` (the runner's, as :func:`_environ_base` gives it) with
+        ``changes``: ``base`` is sent once, and again only when it is another object."""
+        if self._base_env is not base:
+            self._base_env = base
+            return {"base_env": base, "env_set": changes}
+        return {"env_set": changes, "env_unset": []}
+
     def _send(self, message: dict) -> None:
         assert self.popen is not None and self.popen.stdin is not None
         try:
-            self.popen.stdin.write(json.dumps(message).encode() + b"\n")
+            self.popen.stdin.write(_dumps(message) + b"\n")
             self.popen.stdin.flush()
         except (OSError, ValueError):
             raise SupervisorLost("the job's supervisor process is gone") from None
 
     def start(self, request: dict, ready: Callable[[], None] | None = None) -> dict:
-        """Send one job; its first answer (``pid``, or ``exit`` when it could not start).
+        """Send one job; its first answer (``pid``, or ``exit`` when it ended or could not start).
 
         With ``ready`` the job is sent ahead and ``ready()`` (the runner's
         durable "running") is called meanwhile; the job starts only once
@@ -178,6 +210,14 @@ class Supervisor:
         environment made) overlap the runner's write instead of following it.
         ``ready`` is called exactly once, even when the supervisor is gone.
         """
+        self.send(request, ready)
+        answer = self._line(120.0)
+        if answer is None:
+            raise SupervisorLost("the job's supervisor did not answer within 120 s")
+        return answer
+
+    def send(self, request: dict, ready: Callable[[], None] | None = None) -> None:
+        """:meth:`start` without waiting: the answers come to :meth:`wait`."""
         try:
             self._ensure()
             while self._owed:  # the previous job was stopped: skip its late answer
@@ -187,6 +227,9 @@ class Supervisor:
             request = dict(request, hold=ready is not None)
             if "env" in request:
                 request.update(self._env_part(request.pop("env")))
+            elif "env_changes" in request:
+                request.update(self._env_changes(request.pop("env_base"),
+                                                 request.pop("env_changes")))
             self._send(request)
         except BaseException:
             if ready is not None:
@@ -202,10 +245,6 @@ class Supervisor:
                     pass
                 raise
             self._send({"go": request["key"]})
-        answer = self._line(120.0)
-        if answer is None:
-            raise SupervisorLost("the job's supervisor did not answer within 120 s")
-        return answer
 
     def wait(self, timeout: float) -> dict | None:
         """The job's ``exit`` answer, or None while it still runs."""
@@ -213,6 +252,10 @@ class Supervisor:
             answer = self._line(timeout)
             if answer is None or "exit" in answer:
                 return answer
+
+    def answer(self, timeout: float) -> dict | None:
+        """The next answer about the job at hand (``pid`` or ``exit``); None if none came."""
+        return self._line(timeout)
 
     def abandon(self) -> None:
         self._owed += 1
@@ -236,11 +279,24 @@ class Supervisor:
 
 
 @dataclass
+class _Attempt:
+    """What the runner knows of the job it started: its process once named, and whether
+    its end was heard."""
+
+    ref: ProcessRef | None = None
+    ended: bool = False
+
+
+@dataclass
 class ProcessRunner:
     """Runs jobs as processes (through the :class:`Supervisor`) and watches them.
 
-    ``on_spawn(job, ref)`` is told the process as soon as it exists;
-    ``heartbeat()`` is called every couple of seconds while a job runs.
+    ``on_spawn(job, ref)`` is told the process once it has run for a moment
+    (a job that ends first is never announced: it is told by its end);
+    ``meanwhile()`` is called once the job was sent, and ``idle()`` once it
+    has run a while (:data:`IDLE_AFTER`), for the runner's housekeeping
+    nobody should wait for; ``heartbeat()`` is called every couple of
+    seconds while a job runs.
     Timeout and abort are the runner's: it stops the job's process group,
     and the supervisor reports the exit.
     """
@@ -250,6 +306,8 @@ class ProcessRunner:
     on_spawn: Callable[[Job, ProcessRef], None] | None = None
     heartbeat: Callable[[], None] | None = None
     supervisor: Supervisor = field(default_factory=Supervisor)
+    meanwhile: Callable[[], None] | None = None
+    idle: Callable[[], None] | None = None
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
             log_path: str, *, before: dict | None = None, folders: list | None = None,
@@ -261,35 +319,74 @@ class ProcessRunner:
         # The header is written by the supervisor, which opens the log for the job anyway.
         header = (f"# spacrq job {job.id} ({job.label}), attempt {job.attempts}\n"
                   f"# started {now_iso()}\n# cwd {cwd or os.getcwd()}\n"
-                  f"# argv {argv!r}\n# settings {json.dumps(settings, default=str)}\n")
+                  f"# argv {argv!r}\n# settings {_dumps(settings).decode()}\n")
         request = {"job": job.id, "key": job.started, "argv": argv, "cwd": cwd, "header": header,
-                   "env": job_environment(job, settings, spec, log_path), "log": log_path,
+                   "env_base": _environ_base(),
+                   "env_changes": job_env_changes(job, settings, spec, log_path), "log": log_path,
                    "record": exit_record_path(log_path), "grace": grace,
                    "before": before or {}, "folders": folders or []}
-        answer = self.supervisor.start(request, ready)
-        if "exit" in answer:
-            raise JobNotStarted(str(answer.get("error") or f"exited with code {answer['exit']}"))
-        ref = ProcessRef(int(answer["pid"]), float(answer.get("started") or 0.0))
+        self.supervisor.send(request, ready)
+        attempt = _Attempt()
         try:
-            return self._watch(job, ref, log_path, grace)
+            if self.meanwhile is not None:
+                self.meanwhile()
+            end = self._watch(job, attempt, log_path, grace)
         except BaseException:
-            if ref.alive():  # never leave a job running behind the runner's back
+            if attempt.ref is None and not attempt.ended:  # named within a moment: to stop it
+                self._next(job, attempt, 1.0)
+            ref = attempt.ref  # never leave a job running behind the runner's back:
+            if ref is not None and not attempt.ended and ref.alive():
                 stop_group(ref.pid, grace, started=ref.started)
-            self.supervisor.abandon()
+            if not attempt.ended:
+                self.supervisor.abandon()  # its end is still to come
             raise
+        if end.get("not_started"):
+            raise JobNotStarted(str(end.get("error") or f"exited with code {end['exit']}"))
+        return int(end["exit"])
 
-    def _watch(self, job: Job, ref: ProcessRef, log_path: str, grace: float) -> int:
+    def _next(self, job: Job, attempt: "_Attempt", timeout: float) -> dict | None:
+        """The job's ``exit`` answer if it came within ``timeout``; a ``pid`` one names it."""
+        answer = self.supervisor.answer(timeout)
+        if answer is None:
+            return None
+        if "exit" in answer:
+            attempt.ended = True
+            return answer
+        if "pid" in answer and attempt.ref is None:
+            self._named(job, attempt, ProcessRef(int(answer["pid"]),
+                                                 float(answer.get("started") or 0.0)))
+        return None
+
+    def _named(self, job: Job, attempt: "_Attempt", ref: ProcessRef) -> None:
+        attempt.ref = ref
         if self.on_spawn is not None:
             self.on_spawn(job, ref)
+
+    def _watch(self, job: Job, attempt: "_Attempt", log_path: str, grace: float) -> dict:
+        """The job's ``exit`` answer; ``attempt.ref`` is its process once it is named."""
         started = time.monotonic()
         deadline = started + job.timeout if job.timeout else None
         beat = started + HEARTBEAT_SECONDS
+        idle = self.idle
         while True:
-            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
-            answer = self.supervisor.wait(wait)
+            wait = 0.2 if deadline is None or attempt.ref is None else \
+                max(0.0, min(0.2, deadline - time.monotonic()))
+            answer = self._next(job, attempt, wait)
             if answer is not None:
-                return int(answer["exit"])
+                return answer
             now = time.monotonic()
+            if idle is not None and now - started >= IDLE_AFTER:
+                idle()
+                idle = None
+            if attempt.ref is None:  # not named yet (it is, within a moment): its record names it
+                ref = _recorded_start(log_path, job.started)
+                if ref is not None:
+                    self._named(job, attempt, ref)
+                elif now - started > 120.0:
+                    raise SupervisorLost("the job's supervisor did not answer within 120 s")
+                else:
+                    continue
+            ref = attempt.ref
             if self.control is not None and self.control.abort_requested():
                 outcome = stop_group(ref.pid, grace, started=ref.started)
                 _log(log_path, f"\n# aborted by the operator at {now_iso()}; the job's "
@@ -304,6 +401,18 @@ class ProcessRunner:
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()
+
+
+def _recorded_start(log_path: str, key: str) -> ProcessRef | None:
+    """The job's process as its supervisor recorded it (for a job not named to the runner)."""
+    try:
+        lines = read_jsonl(exit_record_path(log_path))
+    except (OSError, RunFileError):
+        return None
+    for line in lines:
+        if isinstance(line, dict) and line.get("key") == key and "pid" in line:
+            return ProcessRef.from_dict({"pid": line.get("pid"), "started": line.get("started")})
+    return None
 
 
 def _log(path: str, text: str) -> None:

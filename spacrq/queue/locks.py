@@ -84,10 +84,14 @@ class HeldEditLock(EditLock):
     other writer takes.
     """
 
+    def __init__(self, folder: str | os.PathLike, wait: float = EDIT_WAIT) -> None:
+        super().__init__(folder, wait)
+        self._name = str(self.file)
+
     def __enter__(self) -> "HeldEditLock":
         if self.fd >= 0:
             try:
-                current = os.stat(self.file).st_ino == os.fstat(self.fd).st_ino
+                current = os.stat(self._name).st_ino == os.fstat(self.fd).st_ino
             except OSError:
                 current = False
             if not current:

@@ -15,8 +15,11 @@ serialised again, so a write costs little more than the bytes it writes.
 Every whole-file write holds the queue's edit lock and first takes in the
 jobs somebody added to the file since the runner last wrote it (``spacrq
 queue add`` on a running queue): they run after the jobs already queued.
-Any other change made to the file behind the runner's back is overwritten
-by the runner's state — the runner owns the file while it runs.
+Edits of jobs still waiting (:mod:`spacrq.queue.edits`) are taken in the
+same way, and again, with the job marked running, just before each job
+starts (:meth:`QueueWriter.claim`).  Any other change made to the file
+behind the runner's back is overwritten by the runner's state — the runner
+owns the file while it runs.
 
 A failed write (a folder where the file was, a full disk, a share that
 blinked) is reported once on the runner's stderr (its log) and the run goes
@@ -34,9 +37,11 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from spacrq.queue.edits import take_edits
 from spacrq.queue.locks import HeldEditLock
-from spacrq.queue.model import Job, Queue, QueueError, now_iso
-from spacrq.queue.render import Replacer, render_job, render_queue
+from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
+from spacrq.queue.render import render_job, render_queue
+from spacrq.queue.replacing import QuickReplacer
 from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
@@ -67,12 +72,13 @@ class QueueWriter:
     def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True,
                  mode: str | None = None, loaded_key: tuple | None = None) -> None:
         self.queue, self.path, self.durable = queue, Path(path), durable
+        self._file = str(self.path)  # (stat'ed at every write: no Path to turn into text)
         self.mode = mode or ("file" if len(queue.jobs) <= direct_max_jobs() else "journal")
         self._parts: list[bytes] = []      # each job's bytes, in the queue's order…
         self._rendered: list[Job] = []     # …of these jobs (re-rendered when the list changed)
         self._stale: set[int] = set()      # id() of the jobs changed since their bytes were made
         self._index: dict[int, int] = {}   # id() of a job -> its place in _parts
-        self._replacer = Replacer(self.path)
+        self._replacer = QuickReplacer(self.path)
         self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
         self.problem = ""       # why the last write failed ('' once one succeeds)
@@ -146,7 +152,7 @@ class QueueWriter:
             self.queue.journal_seq = max(self.queue.journal_seq, last_journal_seq(self.path)) + 1
             write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
             self._lines, self._last_write = 0, time.monotonic()
-        self._key = file_key(self.path)
+        self._key = file_key(self._file)
         if self.problem:
             self.notes.append(f"saving {self.path} failed from {self._failed_at} until "
                               f"{now_iso()} ({self.problem}); everything was saved since")
@@ -181,8 +187,30 @@ class QueueWriter:
             self.journal = None
         return []
 
+    def claim(self, job: Job) -> list[Job]:
+        """Before ``job`` starts: take in the edits and additions made to the file, and mark
+        ``job`` running in the journal, all under the edit lock — an edit either reaches
+        the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`)."""
+        added: list[Job] = []
+        try:
+            with self._lock:
+                added = self._merge()
+                job.status = STATUS_RUNNING
+                self.touch(job, ("status",))
+                if self.journal is None:
+                    self._write_locked(durable=False)
+        except (OSError, QueueError, RunFileError) as exc:
+            self._failed(exc, "write")
+        return added
+
+    def prepare(self) -> None:
+        """Make the next replace's temporary file now (the runner calls it once a job was
+        sent, so the replace before the next job is one write and one rename)."""
+        if self.mode == "file":
+            self._replacer.prepare()
+
     def tidy(self) -> None:
-        """Housekeeping nobody should wait for (the runner calls it once a job runs)."""
+        """Let go of the files replaced (the runner calls it once a job ran a while)."""
         try:
             self._replacer.tidy()
         except OSError:
@@ -229,7 +257,7 @@ class QueueWriter:
 
     def _merge(self) -> list[Job]:
         """Take in the jobs added to the file since this runner last wrote it."""
-        now = file_key(self.path)
+        now = file_key(self._file)
         if self._key is None or now is None or now == self._key:
             return []
         self._key = now  # read once per change, whatever it holds
@@ -239,6 +267,10 @@ class QueueWriter:
             print(f"spacrq: {self.path} was changed by another program and cannot be read "
                   f"({exc}); the runner's state replaces it", file=sys.stderr, flush=True)
             return []
+        for job in take_edits(self.queue, other):  # a waiting job edited in the file
+            self._stale.add(id(job))
+            print(f"spacrq: job {job.id} was edited while the queue runs; it runs as edited",
+                  file=sys.stderr, flush=True)
         mine = {job.id for job in self.queue.jobs}
         added = [job for job in other.jobs if job.id and job.id not in mine]
         self.queue.jobs.extend(added)

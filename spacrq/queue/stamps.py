@@ -27,10 +27,10 @@ def status_artifacts(folders: Iterable[str]) -> list[Path]:
             continue
         for entry in entries:
             name = entry.name
-            if name.endswith(RUN_STATUS_SUFFIX) or name.lower().endswith(DB_SUFFIXES):
-                if entry.path not in seen and entry.is_file():
-                    seen.add(entry.path)
-                    out.append(Path(entry.path))
+            wanted = name.endswith(RUN_STATUS_SUFFIX) or name.lower().endswith(DB_SUFFIXES)
+            if wanted and entry.path not in seen and entry.is_file():
+                seen.add(entry.path)
+                out.append(Path(entry.path))
     return out
 
 

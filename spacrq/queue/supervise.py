@@ -13,9 +13,14 @@ a job still running is adopted (see :mod:`spacrq.queue.adopt`).
 One supervisor per run, not per job: starting a Python interpreter for each
 job would cost more than a short job itself.  The runner starts it with
 ``python -m spacrq.queue.supervise`` and sends one JSON line per job on its
-stdin; it answers ``{"pid", "started"}`` once the job runs and ``{"exit",
-"finished"}`` when it ended.  When its stdin closes (the runner ended or
-died) it finishes the job at hand, records it durably, and exits.
+stdin; it answers ``{"exit", "finished"}`` when the job ended, preceded by
+``{"pid", "started"}`` once the job has run for :data:`ANNOUNCE_AFTER`
+seconds (a job that ends sooner is told in one answer: waking the runner
+for a process that is already gone costs a short job more than its
+start).  The start — pid, this supervisor's pid — is in the exit record as
+soon as the job runs, whatever the runner hears.  When its stdin closes (the
+runner ended or died) it finishes the job at hand, records it durably, and
+exits.
 
 A request is kept small because the runner waits on every one: the log's
 header comes with it (the supervisor opens the log for the job anyway), and
@@ -31,18 +36,32 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 
+import orjson
+
 # Deliberately not spacrq.runfiles: this process starts once per run and the
-# runner waits for it, so it imports only what it uses.  Its appends follow the
-# run-file rules all the same: one write per line, never through a link.
+# runner waits for it, so it imports only what it uses (orjson: the runner
+# waits on every message too).  Its appends follow the run-file rules all the
+# same: one write per line, never through a link.
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
 
 EXIT_SUFFIX = ".exit.jsonl"
+#: A job still running after this many seconds is announced (``{"pid"}``) to the runner
+#: (``SPACRQ_QUEUE_ANNOUNCE_AFTER`` moves it, for tests).
+ANNOUNCE_AFTER = 0.02
+
+
+def announce_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get("SPACRQ_QUEUE_ANNOUNCE_AFTER", ANNOUNCE_AFTER)))
+    except ValueError:
+        return ANNOUNCE_AFTER
 
 
 def exit_record_path(log_path: str) -> str:
@@ -104,10 +123,17 @@ def _note(path: str, text: str, fd: int = -1) -> None:
         print(f"spacrq supervisor: could not write {path}: {exc}", file=sys.stderr, flush=True)
 
 
+def _dumps(doc: dict) -> bytes:
+    try:
+        return orjson.dumps(doc, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # (an integer beyond 64 bits)
+        return json.dumps(doc, default=str).encode()
+
+
 def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
     """One line of the exit record (through ``fd`` when the record is already open)."""
-    data = ("\n" + json.dumps(line, default=str) + "\n").encode()  # a fresh line first,
-    try:                                                            # in case a crash tore one
+    data = b"\n" + _dumps(line) + b"\n"  # a fresh line first, in case a crash tore one
+    try:
         if fd < 0:
             _append(path, data, durable)
         else:
@@ -128,10 +154,28 @@ def _open_append(path: str) -> int:
 
 def _answer(out, reply: dict) -> None:
     try:
-        out.write(json.dumps(reply) + "\n")
+        out.write(_dumps(reply).decode() + "\n")
         out.flush()
     except (OSError, ValueError):
         pass  # the runner is gone; the exit record says it all
+
+
+def _ended_within(pid: int, seconds: float) -> bool:
+    """Whether the job ``pid`` ended within ``seconds`` (not reaped: :func:`_wait` does that).
+
+    False at once where the kernel has no process descriptors (Linux < 5.3):
+    the job is then announced as soon as it runs.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return False
+    try:
+        return bool(select.select([fd], [], [], seconds)[0])
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _wait(popen: subprocess.Popen) -> tuple[int, int | None]:
@@ -233,7 +277,7 @@ def _held(request: dict, requests) -> tuple[bool, dict | None]:
 
 
 def supervise(request: dict, out, parent: int, envs: _Env | None = None,
-              requests=None) -> dict | None:
+              requests=None, announce: float = ANNOUNCE_AFTER) -> dict | None:
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
@@ -278,33 +322,44 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _note(log, f"error: {problem}\n")
         finished = _now()
         _record(record, dict(base, exit_code=127, finished=finished, error=problem), False)
-        _answer(out, {"exit": 127, "finished": finished, "error": problem})
+        _answer(out, {"exit": 127, "finished": finished, "error": problem, "not_started": True})
         return None
     started = time.time()
-    # The runner hears of the job first (it writes the pid into its journal while the job
-    # starts); the start record follows at once, from this process, which outlives the runner.
-    _answer(out, {"pid": popen.pid, "started": started})
+    # The start record first, from this process, which outlives the runner: a runner that
+    # dies from here on leaves a job that the next one adopts or records, never reruns.
     record_fd = _open_append(record)  # kept open: the job's end is one write, no open
     try:
         _record(record, dict(base, pid=popen.pid, started=started, supervisor=os.getpid(),
                              before=request.get("before") or {},
                              folders=request.get("folders") or []), False, record_fd)
+        if not _ended_within(popen.pid, announce):
+            _answer(out, {"pid": popen.pid, "started": started})
         code, peak = _wait(popen)
         finished = _now()
         orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
+        answer = {"exit": code, "finished": finished, "pid": popen.pid, "started": started}
+        # A job that succeeded and left nothing behind is told before it is written down:
+        # the runner makes its end durable in its own journal before the next job starts,
+        # so the two writes overlap (the record is for a runner that died, and this
+        # process writes it either way).  A failure is written down first: the runner
+        # reads its log to tell why it failed, and its own notes come after this one.
+        early = code == 0 and not orphaned and not _group_exists(popen.pid)
+        if early:
+            _answer(out, answer)
         _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak),
                 orphaned, record_fd)
     finally:
         if record_fd >= 0:
             os.close(record_fd)
     _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
-    left = _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
+    left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
     if left:
         _note(log, f"# the job left processes running in its group after it ended; they were "
                    f"{left}\n", log_fd)
     if log_fd >= 0:
         os.close(log_fd)
-    _answer(out, {"exit": code, "finished": finished})
+    if not early:
+        _answer(out, answer)
     return None
 
 
@@ -312,7 +367,7 @@ def _requests(stream):
     """The JSON objects sent on ``stream``, one a line (a garbled line costs only itself)."""
     for line in stream:
         try:
-            request = json.loads(line)
+            request = orjson.loads(line)
         except ValueError:
             continue
         if isinstance(request, dict):
@@ -325,12 +380,13 @@ def main() -> int:
     parent = os.getppid()
     out = sys.stdout
     envs = _Env()
+    announce = announce_after()
     requests = _requests(sys.stdin)
     request = next(requests, None)
     while request is not None:
         following = None
         if {"argv", "log", "record", "key"} <= set(request):
-            following = supervise(request, out, parent, envs, requests)
+            following = supervise(request, out, parent, envs, requests, announce)
         request = following if following is not None else next(requests, None)
     return 0
 

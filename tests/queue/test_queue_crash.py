@@ -20,6 +20,15 @@ from spacrq.runfiles import read_jsonl
 from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
 
+def _pid_in(file: Path) -> int | None:
+    """The pid a job wrote to ``file`` once it is there whole (created is not yet written)."""
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip() else None
+
+
 def _traced(jid, tmp_path, seconds=0.25):
     """A job that writes when it starts and when it ends, to a trace the test reads."""
     script = (f"echo start:{jid} >> trace; sleep {seconds}; echo end:{jid} >> trace")
@@ -126,8 +135,7 @@ def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path
                     "while [ ! -e go ]; do sleep 0.02; done; exit 3"]})
     path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    wait_until(lambda: (tmp_path / "plate.pid").exists(), what="the job to start")
-    pid = int((tmp_path / "plate.pid").read_text())
+    pid = wait_until(lambda: _pid_in(tmp_path / "plate.pid"), what="the job to start")
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref.pid)
     (tmp_path / "go").write_text("")
@@ -161,8 +169,7 @@ def test_an_adopted_job_is_aborted_on_request(tmp_path, monkeypatch):
             settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),
         Job(module="command", id="after", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    wait_until(lambda: (tmp_path / "long.pid").exists(), what="the job to start")
-    pid = int((tmp_path / "long.pid").read_text())
+    pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref.pid)
     again = start_runner(path, resume=True)
@@ -177,3 +184,66 @@ def test_an_adopted_job_is_aborted_on_request(tmp_path, monkeypatch):
     assert runner_state(path)["state"] == "aborted"
     records = read_jsonl(exit_record_path(load_queue(path).jobs[0].log_path))
     assert any("exit_code" in r for r in records)  # the supervisor saw it end
+
+
+def test_a_job_not_yet_named_to_its_runner_is_adopted_when_the_runner_dies(tmp_path,
+                                                                          monkeypatch):
+    """The supervisor names a job to the runner only once it has run a moment (a job that
+    ends sooner is told by its end); the runner killed before that learns nothing, and the
+    job is still adopted, never rerun: its start is in its exit record from the first
+    instant.  The moment is stretched here, so the kill surely falls inside it."""
+    monkeypatch.setenv("SPACRQ_QUEUE_ANNOUNCE_AFTER", "60")
+    path = _queue(tmp_path, [_traced("j0", tmp_path, 1.0), _traced("j1", tmp_path, 0.01)])
+    ref = start_runner(path)
+    wait_until(lambda: "start:j0" in _trace(tmp_path), what="the job to start")
+    job = load_queue(path).jobs[0]
+    assert job.status == "running" and job.process is None  # the runner was never told
+    assert examine(job).state == "running"  # …but the record tells the next runner
+    os.kill(ref.pid, signal.SIGKILL)
+    _reap(ref.pid)
+    monkeypatch.delenv("SPACRQ_QUEUE_ANNOUNCE_AFTER")
+    result = resume_queue(path)
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
+    assert [ln for ln in _trace(tmp_path) if ln.startswith("start:")] == ["start:j0",
+                                                                          "start:j1"]
+    assert "adopted" in Path(load_queue(path).jobs[0].log_path).read_text()
+
+
+def test_a_runner_not_yet_told_of_its_job_still_stops_it_on_abort(tmp_path, monkeypatch):
+    """Abort reaches a job the supervisor has not named yet: its start record names it."""
+    monkeypatch.setenv("SPACRQ_QUEUE_ANNOUNCE_AFTER", "60")
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    path = _queue(tmp_path, [Job(module="command", id="long", cwd=str(tmp_path), settings={
+        "argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]})])
+    ref = start_runner(path)
+    try:
+        pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
+        request_stop(path, now=True)
+    finally:
+        _reap(ref.pid)
+    assert not is_alive(pid)
+    assert [j.status for j in load_queue(path).jobs] == ["not_run"]
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_sigkill_the_instant_a_job_was_reaped_records_it_and_never_reruns_it(tmp_path, trial):
+    """A job that succeeded is told to the runner before its exit record is written (the
+    two writes overlap).  Here the runner is killed the instant the job was reaped — by a
+    watcher the job leaves in a session of its own — so it dies around that answer:
+    before it heard it, or after, before or after its own commit.  Whatever the instant,
+    resume records the job once and never starts it again."""
+    script = ("runner=$(ps -o ppid= -p $PPID | tr -d ' '); "
+              "setsid sh -c \"while kill -0 $$ 2>/dev/null; do :; done; kill -9 $runner\" & "
+              "echo start:j0 >> trace")
+    path = _queue(tmp_path, [Job(module="command", id="j0", cwd=str(tmp_path),
+                                 settings={"argv": ["sh", "-c", script]}),
+                             _traced("j1", tmp_path, 0.01)])
+    ref = start_runner(path)
+    _reap(ref.pid)  # killed by the watcher
+    assert not is_alive(ref.pid)
+    job = load_queue(path).jobs[0]
+    wait_until(lambda: job.status == "success" or examine(job).state == "finished",
+               what="the supervisor's record")
+    result = resume_queue(path)
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
+    assert [ln for ln in _trace(tmp_path) if ln.startswith("start:")].count("start:j0") == 1

@@ -18,6 +18,7 @@ from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.locks import EditLock, HeldEditLock
 from spacrq.queue.persist import QueueWriter
 from spacrq.queue.render import Replacer, render_queue
+from spacrq.queue.replacing import KEEP, QuickReplacer
 from spacrq.queue.store import logs_dir
 from spacrq.runfiles import read_jsonl
 
@@ -55,10 +56,27 @@ def test_a_job_sent_ahead_starts_at_go_and_a_taken_back_one_gives_way(tmp_path):
     after = _request(tmp_path, "c", [TOUCH, str(second)], hold=True)
     answers = _feed([held, {"go": held["key"]}, dropped, after, {"go": after["key"]}])
     assert first.exists() and second.exists() and not (tmp_path / "never").exists()
-    assert [("pid" in a, a.get("exit")) for a in answers] == [(True, None), (False, 0)] * 2
+    assert [a["exit"] for a in answers if "exit" in a] == [0, 0]
     assert "exit code 0" in Path(after["log"]).read_text()
     ends = [r for r in read_jsonl(held["record"]) if "exit_code" in r]
     assert [r["exit_code"] for r in ends] == [0]
+
+
+def test_a_short_job_is_told_in_one_answer_and_a_long_one_is_named_while_it_runs(tmp_path):
+    """Waking the runner for a job already gone costs a short job more than its start; a
+    job still running after a moment is named (its pid) before it ends; either way its
+    start is in its exit record from the moment it runs, for a runner that died."""
+    sleep = shutil.which("sleep") or "/bin/sleep"
+    short = _request(tmp_path, "short", [TOUCH, str(tmp_path / "t")])
+    long = _request(tmp_path, "long", [sleep, "0.5"])
+    answers = _feed([short, long])
+    assert [sorted(a) for a in answers] == [["exit", "finished", "pid", "started"],
+                                            ["pid", "started"],
+                                            ["exit", "finished", "pid", "started"]]
+    assert answers[1]["pid"] == answers[2]["pid"] != answers[0]["pid"]
+    for request, answer in ((short, answers[0]), (long, answers[2])):
+        starts = [r for r in read_jsonl(request["record"]) if "pid" in r]
+        assert [(r["key"], r["pid"]) for r in starts] == [(request["key"], answer["pid"])]
 
 
 def test_the_environment_sent_as_changes_is_the_jobs_environment(tmp_path):
@@ -74,12 +92,39 @@ def test_the_environment_sent_as_changes_is_the_jobs_environment(tmp_path):
             script = (f'echo "$SPACRQ_T_KEEP ${{SPACRQ_T_GONE-unset}} '
                       f'${{SPACRQ_T_NEW-unset}}" > {out}')
             request = _request(tmp_path, f"e{i}", [sh, "-c", script], env=env)
-            assert "pid" in supervisor.start(request)
-            assert supervisor.wait(30.0)["exit"] == 0
+            answer = supervisor.start(request)
+            assert (answer if "exit" in answer else supervisor.wait(30.0))["exit"] == 0
             seen.append(out.read_text().split())
     finally:
         supervisor.close()
     assert seen == [["keep", "gone", "unset"], ["keep", "unset", "new"]]
+
+
+def test_a_job_sees_the_runners_environment_as_it_is_now_and_its_own_on_top(tmp_path,
+                                                                           monkeypatch):
+    """The runner's environment travels once and again only when it changed; a job's own
+    variables travel with each job and are gone for the next."""
+    from spacrq.queue.jobproc import ProcessRunner
+    from spacrq.queue.model import now_iso
+    from spacrq.queue.validate import Modules
+    sh = shutil.which("sh") or "/bin/sh"
+    runner = ProcessRunner(grace=0.5, supervisor=Supervisor())
+    seen = []
+    try:
+        for i, (outer, own) in enumerate([("one", {"SPACRQ_T_OWN": "mine"}), ("one", {}),
+                                          ("two", {})]):
+            monkeypatch.setenv("SPACRQ_T_OUTER", outer)
+            out = tmp_path / f"env{i}"
+            job = Job(module="command", id=f"e{i}", env=own, settings={"argv": [
+                sh, "-c", f'echo "$SPACRQ_T_OUTER ${{SPACRQ_T_OWN-unset}} $SPACRQ_JOB_ID" > {out}']})
+            job.started = now_iso()
+            code = runner.run(job, Modules().spec("command"), job.settings, "",
+                              str(tmp_path / f"e{i}.log"))
+            assert code == 0
+            seen.append(out.read_text().split())
+    finally:
+        runner.supervisor.close()
+    assert seen == [["one", "mine", "e0"], ["one", "unset", "e1"], ["two", "unset", "e2"]]
 
 
 def test_a_job_started_the_quick_way_is_alone_in_its_session_with_no_stdin(tmp_path):
@@ -116,13 +161,15 @@ def test_the_file_written_in_pieces_is_the_file_written_whole(tmp_path):
         writer.close()
 
 
-def test_the_quick_replace_keeps_the_mode_clears_a_leftover_and_never_follows_a_link(tmp_path):
+@pytest.mark.parametrize("kind", [Replacer, QuickReplacer])
+def test_the_quick_replace_keeps_the_mode_clears_a_leftover_and_never_follows_a_link(tmp_path,
+                                                                                    kind):
     path = tmp_path / "q.queue.json"
     path.write_text("old")
     os.chmod(path, 0o640)
     outside = tmp_path / "outside"
     outside.write_text("untouched")
-    replacer = Replacer(path)
+    replacer = kind(path)
     replacer.temp.symlink_to(outside)  # a link, or a crash's leftover, where the temp goes
     try:
         replacer.write(b"new")
@@ -131,6 +178,46 @@ def test_the_quick_replace_keeps_the_mode_clears_a_leftover_and_never_follows_a_
         replacer.close()
     assert path.read_bytes() == b"newer" and (path.stat().st_mode & 0o777) == 0o640
     assert outside.read_text() == "untouched" and not replacer.temp.exists()
+
+
+def test_a_temporary_file_made_ahead_is_never_written_through_a_link_put_in_its_place(tmp_path):
+    """The next replace's file is made while a job runs; if its name is taken meanwhile (a
+    link, a leftover), the replace makes a file of its own; nothing is left open."""
+    path = tmp_path / "q.queue.json"
+    path.write_text("old")
+    outside = tmp_path / "outside"
+    outside.write_text("untouched")
+    open_before = len(os.listdir("/proc/self/fd"))
+    replacer = QuickReplacer(path)
+    try:
+        replacer.prepare()
+        replacer.write(b"one")
+        replacer.prepare()
+        replacer.temp.unlink()
+        replacer.temp.symlink_to(outside)
+        replacer.write(b"two")
+        replacer.prepare()
+        assert path.read_bytes() == b"two" and not path.is_symlink()
+    finally:
+        replacer.close()
+    assert outside.read_text() == "untouched" and not replacer.temp.exists()
+    assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_a_burst_of_replaces_keeps_a_bounded_number_of_old_files_open(tmp_path):
+    """Old files are let go of when a job ran a while (tidy); a burst of quick jobs keeps
+    at most KEEP of them, however long it is."""
+    path = tmp_path / "q.queue.json"
+    replacer = QuickReplacer(path)
+    try:
+        for i in range(KEEP * 2):
+            replacer.prepare()
+            replacer.write(b"%d" % i)
+            assert len(replacer._held) <= KEEP
+        replacer.tidy()
+        assert len(replacer._held) == 1 and path.read_bytes() == b"%d" % (KEEP * 2 - 1)
+    finally:
+        replacer.close()
 
 
 def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_path):

@@ -13,7 +13,17 @@ from spacrq.procs import is_alive
 from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_queue
 from spacrq.queue.engine import CANCELLED
 from spacrq.queue.runner import (logs_dir, request_stop, runner_state, serve, start_runner)
+from spacrq.runfiles import read_jsonl
 from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
+
+
+def _pid_in(file: Path) -> int | None:
+    """The pid a job wrote to ``file`` once it is there whole (created is not yet written)."""
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip() else None
 
 
 HELPERS = str(Path(__file__).resolve().parent)  # queuehelp.py: the functions python jobs run
@@ -124,8 +134,7 @@ def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkey
                         _sh("after", "true"))
     ref = start_runner(path)
     try:
-        wait_until(lambda: (out / "started").exists(), what="the job to start")
-        job_pid = int((out / "started").read_text())
+        job_pid = wait_until(lambda: _pid_in(out / "started"), what="the job to start")
         request_stop(path, now=True)
     finally:
         _reap(ref)
@@ -143,8 +152,7 @@ def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
                                     "while [ ! -e go ]; do sleep 0.05; done", cwd=str(tmp_path)),
                         _sh("last", "true"))
     ref = start_runner(path)
-    wait_until(lambda: (tmp_path / "long.pid").exists(), what="the long job to start")
-    orphan = int((tmp_path / "long.pid").read_text())
+    orphan = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the long job to start")
     os.kill(ref.pid, signal.SIGKILL)
     _reap(ref)
     crashed = load_queue(path)  # the file always parses, and tells the truth
@@ -201,3 +209,26 @@ def test_processes_a_job_leaves_behind_are_stopped_before_the_next_job(tmp_path)
     assert not is_alive(background)
     assert [j.status for j in queue.jobs] == ["success", "success"]
     assert "left processes running" in Path(queue.jobs[0].log_path).read_text()
+
+
+def test_ctrl_c_before_the_job_was_named_still_stops_it(tmp_path):
+    """The supervisor names a job a moment after it starts; an interrupt in that moment
+    still finds the job (from its next answer) and stops it, never leaving it running."""
+    from spacrq.queue.jobproc import ProcessRunner, Supervisor
+    from spacrq.queue.model import now_iso
+    from spacrq.queue.validate import Modules
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    job = Job(module="command", id="s", settings={"argv": ["sleep", "30"]})
+    job.started = now_iso()
+    runner = ProcessRunner(grace=0.5, supervisor=Supervisor(), meanwhile=interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(job, Modules().spec("command"), job.settings, "",
+                       str(tmp_path / "s.log"))
+        start = next(r for r in read_jsonl(tmp_path / "s.exit.jsonl") if "pid" in r)
+        wait_until(lambda: not is_alive(start["pid"]), what="the job to be stopped", timeout=5)
+    finally:
+        runner.supervisor.close()

@@ -13,7 +13,7 @@ from spacrq.queue import Job, Queue, load_queue, save_queue
 from spacrq.queue.locks import RunnerLock
 from spacrq.queue.runner import runner_state, start_runner
 from spacrq.queue.store import logs_dir
-from spacrq.queue.watch_actions import save_document
+from spacrq.queue.watch import save_document
 from spacrq.runfiles import write_json
 from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
