@@ -18,6 +18,7 @@ zeros would read as "free", which is a lie.
 from __future__ import annotations
 
 import html
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from spacrq.watching import Row
 __all__ = ["NOT_MEASURED", "BLOCK_MEASURES", "BLOCK_COLUMNS", "WORKER_COLUMNS",
            "LIVE_WORKER_COLUMNS", "WORKER_BLOCK_COLUMNS", "RUN_COLUMNS", "ENDED",
            "NO_STORE", "GONE_HEADING", "TABLES", "Table", "StoreLine", "Button", "Controls",
-           "Drill", "format_when", "rows", "store_line", "runs_table", "block_table",
+           "Drill", "format_when", "whole_number", "rows", "store_line", "runs_table", "block_table",
            "worker_table", "live_worker_table", "worker_blocks_table", "render_report",
            "live_text", "block_text", "heading", "drill_heading", "ending_message", "controls"]
 
@@ -101,11 +102,30 @@ class Controls:
     block_record: Button
 
 
+def whole_number(value: Any) -> int | None:
+    """A worker, block or run number as the operator gave it; None when it is not one.
+
+    ``3``, ``3.0`` and ``"3"`` are 3; ``2.5`` is not a block, so a number with
+    a fraction is refused rather than cut; ``True`` is not a number here.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def format_when(epoch: float | None, *, short: bool = False) -> str:
     """Local wall-clock time; ``short`` drops the year and seconds for the runs list."""
-    if not epoch:
+    if not epoch or not isinstance(epoch, (int, float)) or not math.isfinite(epoch):
+        return "—"  # not recorded (a store's NaN fill), or not a time at all
+    try:
+        return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    except (OverflowError, OSError, ValueError):  # a time past what the clock can show
         return "—"
-    return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 # -- the runs list -------------------------------------------------------------------

@@ -162,6 +162,9 @@ class RunsTail:
     def read(self) -> list[TaskReport]:
         try:
             chunk = self._tail.read_bytes()
+        except FileNotFoundError:  # deleted between its look and its read: the next look sees it gone
+            self.unreadable = None
+            return []
         except OSError as exc:  # a folder (or an unreadable file) where runs.jsonl belongs
             self.unreadable = (f"{self.path} cannot be read ({exc.strerror or exc}); move it "
                                "away so the next run can write its report there")

@@ -63,10 +63,48 @@ def _read_one(path: Path, name: str) -> np.ndarray | None:
     """
     if not (path / name / "zarr.json").is_file():
         return None
+    _refuse_odd_files(path, name)
     try:
-        return np.asarray(zarrlite.read_array(path / name)).ravel()
+        values = np.asarray(zarrlite.read_array(path / name)).ravel()
     except Exception as exc:  # damaged chunks or metadata come in many kinds
         raise _damaged(path, name, exc) from None
+    if values.dtype.kind not in _NUMERIC_KINDS:
+        raise ReportError(f"the array {name!r} of tracking store {path} holds {values.dtype} "
+                          "values where numbers belong; delete the store to start the task afresh")
+    return values
+
+
+#: the kinds of numpy dtype a tracking array may have: bool, signed, unsigned, float
+_NUMERIC_KINDS = "biuf"
+
+
+def _refuse_odd_files(path: Path, name: str) -> None:
+    """A ReportError when the array's folder holds anything but files and folders.
+
+    Reading a chunk that is a FIFO (or a device) blocks until someone writes
+    to it, which would leave the reader stuck for good; the folder's listing
+    says what each entry is without opening any of them.
+    """
+    pending = [path / name]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            raise _damaged(path, name, exc) from None
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    pending.append(Path(entry.path))
+                    continue
+                regular = entry.is_file()
+            except OSError:
+                regular = False
+            if not regular:
+                raise ReportError(f"the array {name!r} of tracking store {path} holds "
+                                  f"{entry.path}, which is not a regular file (a pipe, device or "
+                                  "broken link); remove it, or delete the store to start the "
+                                  "task afresh")
 
 
 def read_store_arrays(path: Path, names: Sequence[str],
@@ -78,15 +116,22 @@ def read_store_arrays(path: Path, names: Sequence[str],
     names = list(dict.fromkeys(names))
     with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 2))) as pool:
         arrays = dict(zip(names, pool.map(lambda n: _read_one(path, n), names)))
-    if size is not None:
-        _check_sizes(path, arrays, size)
+    _check_sizes(path, arrays, size)
     return arrays
 
 
-def _check_sizes(path: Path, arrays: dict[str, np.ndarray | None], size: int) -> None:
-    """Every array present covers ``size`` blocks (the grid), else a one-sentence ReportError."""
-    for name, a in arrays.items():
-        if a is not None and a.size != size:
+def _check_sizes(path: Path, arrays: dict[str, np.ndarray | None], size: int | None) -> None:
+    """Every array present covers ``size`` blocks (the grid), else a one-sentence ReportError.
+
+    Without ``size`` the arrays must at least agree with each other: every
+    one is indexed by the same spatial ids, so one of another length would
+    index past its end.
+    """
+    present = [(name, a) for name, a in arrays.items() if a is not None]
+    if size is None and present:
+        size = present[0][1].size
+    for name, a in present:
+        if a.size != size:
             raise ReportError(f"the array {name!r} of tracking store {path} holds {a.size} blocks "
                               f"where the grid has {size}; delete the store to start the task afresh")
 
@@ -328,10 +373,15 @@ def block(store_dir: str | Path, which: int | Sequence[int]) -> BlockRecord:
         if not (path / name / "zarr.json").is_file():
             values[name] = None
             continue
+        _refuse_odd_files(path, name)
         try:
             values[name] = np.asarray(zarr.open_array(str(path / name), mode="r")[coord]).item()
         except Exception as exc:
             raise _damaged(path, name, exc) from None
+        if not isinstance(values[name], (bool, int, float)):
+            raise ReportError(f"the array {name!r} of tracking store {path} holds "
+                              f"{type(values[name]).__name__} values where numbers belong; "
+                              "delete the store to start the task afresh")
     sid = int(np.ravel_multi_index(coord, grid))
     return _record(str(attrs.get("task_id") or path.name), sid, coord, values)
 
@@ -433,11 +483,11 @@ def worker_block_columns(store_dir: str | Path, worker_id: int, limit: int) -> d
     """
     path = Path(store_dir)
     attrs = store_attrs(path)
-    a = read_store_arrays(path, ("worker_id", *WORKER_BLOCK_ARRAYS))
+    shape = grid_shape(path, attrs)
+    a = read_store_arrays(path, ("worker_id", *WORKER_BLOCK_ARRAYS), size=math.prod(shape))
     wid = a["worker_id"]
     if wid is None:
         return None
-    shape = grid_shape(path, attrs)
     ids = np.flatnonzero(wid == int(worker_id))
     cols = {name: a[name][ids] for name in WORKER_BLOCK_ARRAYS if a[name] is not None}
     if "returned_at" in cols:

@@ -131,7 +131,11 @@ class ReportWatcher(WatchBase):
             for entry in entries:
                 if self.interrupted():
                     return
-                if not entry.is_dir() or entry.name.startswith("."):
+                try:
+                    folder = entry.is_dir()
+                except OSError:  # a link that loops or leads nowhere readable: not a store
+                    folder = False
+                if not folder or entry.name.startswith("."):
                     continue
                 d = Path(entry.path)
                 if not self._adopt(d, found):
@@ -144,7 +148,10 @@ class ReportWatcher(WatchBase):
         """Watch ``d`` when it is a store; False when it is not (yet)."""
         if not looks_like_store(d):
             return False
-        store = d.resolve()
+        try:
+            store = d.resolve()
+        except OSError:  # a link loop under the folder
+            return False
         found.add(str(store))
         if str(store) not in self.sources:
             self.sources[str(store)] = RunSource(store, store / RUNS_FILE, capacity=self.capacity)
@@ -173,8 +180,12 @@ class ReportWatcher(WatchBase):
         return Outcome(token, "open", Code.DONE, f"watching {src.key}", {"key": src.key})
 
     def _select(self, token: int, key: Any, run_index: Any) -> Outcome:
+        index = None if run_index is None else _whole(run_index)
+        if run_index is not None and (index is None or index < 0):
+            return Outcome(token, "select", Code.INVALID,
+                           f"a past run is chosen by its number from 0, not {run_index!r}")
         self.selected = None if key is None else str(key)
-        self.run_index = None if run_index is None else int(run_index)
+        self.run_index = index
         self.worker = self.block = None
         if self.selected is not None and self.selected not in self.sources:
             return Outcome(token, "select", Code.MISSING,
@@ -194,6 +205,10 @@ class ReportWatcher(WatchBase):
                 if which is None:
                     outcomes.append(Outcome(token, action, Code.INVALID,
                                             f"a {action} is chosen by its number, not {args.get(f'{action}_id')!r}"))
+                    continue
+                if action == "worker" and which < 0:  # -1 is the store's "no worker ran it"
+                    outcomes.append(Outcome(token, action, Code.INVALID,
+                                            f"workers are numbered from 0, so there is no worker {which}"))
                     continue
                 if action == "worker":
                     self.worker, self.block = which, None
@@ -218,7 +233,10 @@ class ReportWatcher(WatchBase):
         for src in list(self.sources.values()):
             if self.interrupted():
                 return None
-            src.refresh()
+            try:
+                src.refresh()
+            except Exception as exc:  # one unreadable store must not blank every other one
+                src.fault(_unreadable(src.key, exc))
         selected = self.sources.get(self.selected or "")
         drill_changed = self._update_drill(selected, now)
         outcomes = [self._drill_outcome(o) for o in outcomes]
@@ -226,7 +244,11 @@ class ReportWatcher(WatchBase):
                self.run_index, self._drill_key)
         if key == self._last_key and not drill_changed and not outcomes:
             return None
-        detail = selected.detail(self.run_index, self.interrupted) if selected else None
+        try:
+            detail = selected.detail(self.run_index, self.interrupted) if selected else None
+        except Exception as exc:  # the runs list and the actions' answers still go out
+            selected.fault(_unreadable(selected.key, exc))
+            detail = None
         if self.interrupted():
             return None
         self._last_key = key
@@ -275,6 +297,9 @@ class ReportWatcher(WatchBase):
                 self._drill_problem, note = (Code.INVALID, str(exc)), str(exc)
             except ReportError as exc:
                 self._drill_problem, note = (Code.FAILED, str(exc)), str(exc)
+            except Exception as exc:  # a store damaged in a way no check foresaw
+                listing, record, note = None, "", _unreadable(src.key, exc)
+                self._drill_problem = (Code.FAILED, note)
         drill = pane.Drill(worker=worker, block=which, heading=pane.drill_heading(worker, listing, total),
                            blocks=listing, record=record, note=note)
         changed = drill != self._drill or due
@@ -282,11 +307,11 @@ class ReportWatcher(WatchBase):
         return changed
 
 
-def _whole(value: Any) -> int | None:
-    """A worker or block number from an action's arguments; None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
+_whole = pane.whole_number
+
+
+def _unreadable(key: str, exc: Exception) -> str:
+    """One sentence for a store that broke a reader in an unforeseen way."""
+    reason = (str(exc).splitlines() or [""])[0][:200] or type(exc).__name__
+    return (f"{key} could not be read ({type(exc).__name__}: {reason}); the other runs are "
+            "shown, and it is read again at the next look")

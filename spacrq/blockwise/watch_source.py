@@ -40,9 +40,13 @@ class SourceMissing(RunFileError):
 def looks_like_store(folder: Path) -> bool:
     """Whether a folder is (or is becoming) a task's store.
 
-    It is when it holds a zarr.json, a runs.jsonl or a progress.json.
+    It is when it holds a zarr.json, a runs.jsonl or a progress.json.  A
+    folder that cannot be looked into (no permission, a link loop) is not.
     """
-    return any((folder / name).exists() for name in (STORE_MARKER, RUNS_FILE, PROGRESS_FILE))
+    try:
+        return any((folder / name).exists() for name in (STORE_MARKER, RUNS_FILE, PROGRESS_FILE))
+    except OSError:
+        return False
 
 
 def resolve_source(path: str | os.PathLike) -> tuple[Path | None, Path]:
@@ -51,10 +55,18 @@ def resolve_source(path: str | os.PathLike) -> tuple[Path | None, Path]:
     :raises SourceMissing: the path is not there.
     :raises RunFileError: it is not a store or a runs.jsonl; one sentence naming what to choose.
     """
+    if not str(path).strip():
+        raise RunFileError("no path was given; choose a runs.jsonl file or a task's tracking "
+                           "store folder")
     p = Path(path).expanduser()
-    if not p.exists():
+    try:
+        there, folder = p.exists(), p.is_dir()
+    except OSError as exc:  # a name too long, a link loop, a folder it may not look into
+        raise RunFileError(f"{str(p)[:200]} cannot be looked at ({exc.strerror or exc}); "
+                           "choose a runs.jsonl file or a task's tracking store folder") from None
+    if not there:
         raise SourceMissing(f"{p} does not exist; choose a runs.jsonl file or a task's tracking store folder")
-    if p.is_dir():
+    if folder:
         if looks_like_store(p):
             return p.resolve(), (p / RUNS_FILE).resolve()
         raise RunFileError(f"{p} is not a tracking store (it holds no zarr.json, runs.jsonl or "
@@ -126,7 +138,17 @@ class RunSource:
         self._charts_problem = ""
 
     def has_store(self) -> bool:
-        return self.store_dir is not None and (self.store_dir / STORE_MARKER).exists()
+        try:
+            return self.store_dir is not None and (self.store_dir / STORE_MARKER).exists()
+        except OSError:
+            return False
+
+    def fault(self, sentence: str) -> None:
+        """Say that this store could not be read this time (the other stores still are)."""
+        if self.problems != [sentence]:
+            self.problems = [sentence]
+            self._last_fingerprint = None
+            self.version += 1
 
     # reading ------------------------------------------------------------------
     def refresh(self, now: float | None = None) -> None:

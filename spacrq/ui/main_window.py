@@ -389,12 +389,12 @@ class MainWindow(QMainWindow):
     def _stop_panes(self, deadline: float) -> bool:
         """Stop every pane's watch by ``deadline`` (``time.monotonic()``); True when all did.
 
-        Every poller is told to stop first, so a pane that is slow to close
-        does not keep the others polling meanwhile."""
+        Every pane is told to stop first, poller and watch, so the polls in
+        flight wind down side by side: a pane slow to close neither keeps the
+        others polling nor spends their share of the budget before they heard."""
         panes = [(title, pane) for title, pane in self.panes.items() if isinstance(pane, PaneBase)]
         for _title, pane in panes:  # (a placeholder has nothing to stop)
-            if pane.poller is not None:
-                pane.poller.halt()
+            pane.begin_shutdown()
         ok = True
         for title, pane in panes:
             if not pane.shutdown(max(0.0, deadline - time.monotonic())):

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 
 from spacrq.blockwise import pane as logic
 from spacrq.blockwise.watch import ReportSnapshot, ReportWatcher
+from spacrq.ui.drops import ReportDrops
 from spacrq.ui.status import first_few
 from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.report_charts import LiveCharts
@@ -182,12 +183,17 @@ class RunReportPane(PaneBase):
         self.workspace = workspace
         self._choice: tuple[str | None, int | None] = (None, None)
         self._drill_choice: tuple[int | None, int | None] = (None, None)
+        #: why the last drill-down asked for was refused (kept until the next choice)
+        self._drill_refusal = ""
         self._states: dict[str, str] = {}
         self._last_detail_key: tuple | None = None
         self._open_problems: list[str] = []
         self.controls = logic.controls(None)
         self.snapshots = 0  # how many snapshots were drawn (tests wait on it)
         self._build()
+        # a store folder or runs.jsonl dropped anywhere on the pane opens like Open… does
+        self.drops = ReportDrops(self, self.open_store)
+        self.drops.unknown.connect(self.show_open_problem)
         self.start_watch(ReportWatcher(workspace.runs), POLL_SECONDS)
 
     # -- layout --------------------------------------------------------------
@@ -324,6 +330,7 @@ class RunReportPane(PaneBase):
             return
         self._choice = (key, run_index)
         self._drill_choice = (None, None)
+        self._drill_refusal = ""
         self.ask("select", key=key, run_index=run_index)
         index = self.runs_proxy.mapFromSource(self.runs_model.index_of(key, run_index))
         if index.isValid() and index != self.runs_view.currentIndex().siblingAtColumn(0):
@@ -334,17 +341,27 @@ class RunReportPane(PaneBase):
         _show_note(self.drill_note, "")
 
     def show_worker(self, worker_id: int) -> None:
-        """Drill down: the blocks this worker ran, from the tracking store."""
-        self._drill_choice = (int(worker_id), None)
-        self.ask("worker", worker_id=int(worker_id))
+        """Drill down: the blocks this worker ran, from the tracking store.
+
+        The watch checks the number: anything but a worker's number is
+        answered with a sentence in the drill-down, never an exception here.
+        """
+        number = logic.whole_number(worker_id)
+        if number is not None:
+            self._drill_choice = (number, None)
+        self._drill_refusal = ""
+        self.ask("worker", worker_id=worker_id)
         self.block_detail.clear()
         self.drill_heading.setText(f"Blocks run by worker {worker_id} (reading the tracking store…)")
         self.tabs.setCurrentIndex(2)
 
     def show_block(self, block_id: int) -> None:
-        """Drill down: one block's tracking-store record."""
-        self._drill_choice = (self._drill_choice[0], int(block_id))
-        self.ask("block", block_id=int(block_id))
+        """Drill down: one block's tracking-store record (the watch checks the number)."""
+        number = logic.whole_number(block_id)
+        if number is not None:
+            self._drill_choice = (self._drill_choice[0], number)
+        self._drill_refusal = ""
+        self.ask("block", block_id=block_id)
 
     def _on_run_chosen(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if not current.isValid():
@@ -382,6 +399,10 @@ class RunReportPane(PaneBase):
             if outcome.code is not Code.DONE:
                 self.show_open_problem(outcome.message)
         elif outcome.action in ("worker", "block") and outcome.code is not Code.DONE:
+            if outcome.code is Code.INVALID:  # nothing was read: say why until the next choice
+                self._drill_refusal = outcome.message
+                if outcome.action == "worker":  # the heading stops saying the store is being read
+                    self.drill_heading.setText(logic.drill_heading(None, None, None))
             _show_note(self.drill_note, outcome.message)
 
     def show_snapshot(self, snap: ReportSnapshot) -> None:
@@ -455,7 +476,7 @@ class RunReportPane(PaneBase):
         if drill.worker is not None:
             self.drill_heading.setText(drill.heading)
             self.worker_blocks_model.set_rows(drill.blocks.rows if drill.blocks else ())
-        _show_note(self.drill_note, drill.note)
+        _show_note(self.drill_note, drill.note or self._drill_refusal)
         if drill.record and self.block_detail.toPlainText() != drill.record:
             self.block_detail.setPlainText(drill.record)
 
