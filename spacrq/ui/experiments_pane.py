@@ -10,8 +10,10 @@ All file and process work happens off the GUI thread, in the pane's
 carrying out the operator's actions, asking a module for its manifest.  The
 pane only turns snapshots into widgets and clicks into :meth:`ask`; which
 buttons a run allows is :func:`spacrq.experiments.pane.controls`' answer.
-Errors are said inline under the buttons; the one question asked in a
-dialog is whether to abort, because it cannot be undone.
+Errors are said inline under the buttons; the questions asked in a
+dialog are whether to abort (it cannot be undone) and whether to remove a
+declaration (its runs stay on disk).  Declare… opens a dialog of its own
+(:mod:`spacrq.ui.experiments_declare`) that asks through the same watch.
 """
 from __future__ import annotations
 
@@ -40,7 +42,9 @@ from spacrq.experiments.errors import MANIFEST_TIMEOUT
 from spacrq.experiments.pane import BADGES, COLUMNS, RunRow, announcement, controls
 from spacrq.experiments.watch import ExperimentsWatch, Snapshot
 from spacrq.ui.status import RUNNING, first_few
+from spacrq.procs import interpreter
 from spacrq.ui.dialogs import confirm_abort
+from spacrq.ui.experiments_declare import DeclareDialog, confirm_remove
 from spacrq.ui.experiments_detail import RunDetail
 from spacrq.ui.experiments_form import ConfigForm, FormError
 from spacrq.ui.pane_base import PaneBase
@@ -101,6 +105,7 @@ class ExperimentsPane(PaneBase):
         self._manifest_token = 0
         self._manifest_for: str | None = None
         self._want_select: str | None = None
+        self._want_experiment: str | None = None  # just declared: chosen once it is listed
         self._select_newest = True  # the pane opens on the experiment's newest run
         self._config_for: str | None = None
         self._run_config: Mapping[str, Any] | None = None
@@ -144,6 +149,24 @@ class ExperimentsPane(PaneBase):
         self.experiment_bar.addWidget(QLabel("Experiment"))
         self.experiment_bar.addWidget(self.experiment_box, 1)
         self.experiment_bar.addWidget(self.reload_button)
+        self.declare_button = QPushButton("Declare…")
+        self.declare_button.setObjectName("button:declare")
+        self.declare_button.setToolTip("Declare an experiment in this workspace: its module, "
+                                       "interpreter, working folder and run root")
+        self.declare_button.clicked.connect(self._declare_clicked)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setObjectName("button:remove")
+        self.remove_button.setToolTip("Remove the chosen experiment's declaration (its runs "
+                                      "stay on disk)")
+        self.remove_button.setEnabled(False)
+        self.remove_button.clicked.connect(self._remove_clicked)
+        self.declare_dialog: DeclareDialog | None = None
+        self.experiment_bar.addWidget(self.declare_button)
+        self.experiment_bar.addWidget(self.remove_button)
+        # room for a name beside the four buttons, whatever the first name listed was
+        self.experiment_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.experiment_box.setMinimumContentsLength(14)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.form)
@@ -450,12 +473,42 @@ class ExperimentsPane(PaneBase):
             f"Abort {run_id} now?\n\nThe step in flight is interrupted and its result lost; "
             "the run can be resumed from its last committed step.")
 
+    # declaring and removing experiments ---------------------------------------------
+    def _declare_clicked(self) -> None:
+        """Open Declare…: the module is asked in the background as the operator types."""
+        dialog = DeclareDialog(self.ask, interpreter(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(lambda _result, d=dialog: self._declare_closed(d))
+        self.declare_dialog = dialog
+        dialog.open()
+
+    def _declare_closed(self, dialog: DeclareDialog) -> None:
+        """The dialog closed: choose what it declared once the declarations list it."""
+        name = (dialog.declared or {}).get("experiment")
+        if name:
+            self._want_experiment = name
+        if self.declare_dialog is dialog:
+            self.declare_dialog = None
+
+    def _remove_clicked(self) -> None:
+        spec = next((s for s in self._specs if s["name"] == self._experiment), None)
+        if spec is None or not self.confirm_remove(spec["name"], spec["run_root"]):
+            return
+        self.ask("undeclare", name=spec["name"])
+        self._say(f"Removing {spec['name']} …")
+
+    def confirm_remove(self, name: str, run_root: str) -> bool:
+        """Removing a declaration keeps the runs, but ask first: it is a click away."""
+        return confirm_remove(self, name, run_root)
+
     def _add_note(self, text: str) -> None:
         if self._run_id and self._experiment:
             self.ask("note", experiment=self._experiment, run_id=self._run_id, text=text)
 
     # answers ------------------------------------------------------------------------
     def outcome_arrived(self, outcome: Outcome) -> None:
+        if self.declare_dialog is not None:
+            self.declare_dialog.outcome_arrived(outcome)
         if outcome.action in ("manifest", "probe"):
             if outcome.action == "manifest":
                 self._manifest_arrived(outcome)
@@ -552,5 +605,10 @@ class ExperimentsPane(PaneBase):
             elif self._experiment not in names:
                 self._experiment = None
                 self._experiment_chosen(names[0])
+        want = self._want_experiment
+        if want in names and want != self._experiment:
+            self._want_experiment = None
+            self.experiment_box.setCurrentText(want)
+        self.remove_button.setEnabled(bool(self._experiment))
         if not snap.declaration_error and self._experiment:
             self._show_declaration()
