@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from typing import Any
+from typing import Any, Mapping
 
 from spacrq.experiments.declarations import ExperimentSpec
 from spacrq.experiments.errors import MANIFEST_TIMEOUT, ExperimentError
 from spacrq.experiments.environment import environment_check
+from spacrq.experiments.launch import devices_for
 from spacrq.experiments.manifest import ModuleNotRun, ModuleTimedOut, read_manifest, spec_environment
 from spacrq.watching import Code, Outcome
 
@@ -40,6 +41,17 @@ class ManifestAsker:
         """Ask ``spec``'s module for its manifest; the answer comes from :meth:`answers`."""
         thread = threading.Thread(target=self._answer, args=(token, action, spec),
                                   name=f"manifest-{spec.module}", daemon=True)
+        with self._lock:
+            if self._closed:
+                return
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def ask_devices(self, token: int, spec: ExperimentSpec, config: Mapping[str, Any]) -> None:
+        """Ask ``spec``'s module which devices a run of ``config`` uses (``--devices``);
+        the answer (``data["devices"]``: names, or ``None`` for all) comes from :meth:`answers`."""
+        thread = threading.Thread(target=self._answer_devices, args=(token, spec, dict(config)),
+                                  name=f"devices-{spec.module}", daemon=True)
         with self._lock:
             if self._closed:
                 return
@@ -93,6 +105,27 @@ class ManifestAsker:
             outcome = Outcome(token, action, Code.INVALID, str(exc), data)
         except Exception as exc:  # an answer, never a dead thread
             outcome = Outcome(token, action, Code.FAILED, str(exc) or type(exc).__name__, data)
+        finally:
+            with self._lock:
+                self._children = {c for c in self._children if c.poll() is None}
+        with self._lock:
+            if not self._closed:
+                self._answers.append(outcome)
+
+
+    def _answer_devices(self, token: int, spec: ExperimentSpec, config: dict[str, Any]) -> None:
+        data: dict[str, Any] = {"experiment": spec.name, "module": spec.module}
+        try:
+            devices = devices_for(spec, config, on_start=self._started)
+            outcome = Outcome(token, "devices", Code.DONE, "", {**data, "devices": devices})
+        except ModuleTimedOut as exc:
+            outcome = Outcome(token, "devices", Code.TIMED_OUT, str(exc), data)
+        except ModuleNotRun as exc:
+            outcome = Outcome(token, "devices", Code.FAILED, str(exc), data)
+        except ExperimentError as exc:
+            outcome = Outcome(token, "devices", Code.INVALID, str(exc), data)
+        except Exception as exc:  # an answer, never a dead thread
+            outcome = Outcome(token, "devices", Code.FAILED, str(exc) or type(exc).__name__, data)
         finally:
             with self._lock:
                 self._children = {c for c in self._children if c.poll() is None}

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import psutil
 
@@ -98,13 +98,15 @@ def run_argv(spec: ExperimentSpec, run_dir: Path, *, resume: bool) -> list[str]:
 # -- the module's own options, its devices, its environment -------------------------
 
 def devices_for(spec: ExperimentSpec, config: Mapping[str, Any],
-                env: Mapping[str, str] | None = None) -> list[str] | None:
+                env: Mapping[str, str] | None = None, *,
+                on_start: Callable[[subprocess.Popen], Any] | None = None) -> list[str] | None:
     """The devices of its ``setup.yaml`` the module says a run of ``config`` uses
     (``None``: all of them) — for the form's device list; asked on a worker thread."""
     with tempfile.TemporaryDirectory(prefix="spacrq-devices-") as folder:
         path = Path(folder) / RUN_CONFIG_FILE
         path.write_text(config_text_of(dict(config)), encoding="utf-8")
-        return read_devices(spec, None, None, str(path), env=_environment(spec, env))
+        return read_devices(spec, None, None, str(path), env=_environment(spec, env),
+                            on_start=on_start)
 
 
 def missing_environment(spec: ExperimentSpec, manifest: Mapping[str, Any],

@@ -262,16 +262,18 @@ def read_manifest(spec: ExperimentSpec, python: str | os.PathLike | None = None,
 
 def read_devices(spec: ExperimentSpec, python: str | os.PathLike | None, cwd: str | os.PathLike | None,
                  config: str, env: Mapping[str, str] | None = None,
-                 timeout: float = MANIFEST_TIMEOUT) -> list[str] | None:
+                 timeout: float = MANIFEST_TIMEOUT, *,
+                 on_start: Callable[[subprocess.Popen], Any] | None = None) -> list[str] | None:
     """Which devices of the module's ``setup.yaml`` a run of ``config`` uses (``None``: all).
 
-    Only for a module whose manifest says ``chooses_devices``.
+    Only for a module whose manifest says ``chooses_devices``.  ``on_start`` is
+    handed the child as it runs (so a closing window can kill it).
     """
     if python is not None:
         spec = ExperimentSpec(spec.name, spec.module, str(python), spec.cwd, spec.env, spec.run_root)
     env = spec_environment(spec) if env is None else env
     done = ask_module(spec, ["--devices", "--config", str(config)],
-                      cwd if cwd is not None else spec.cwd, env, timeout)
+                      cwd if cwd is not None else spec.cwd, env, timeout, on_start=on_start)
     if done.returncode != 0:
         raise ExperimentError(f"{spec.module} --devices exited with code {done.returncode} saying: "
                               f"{_last_words(done.stderr or done.stdout)}")

@@ -393,6 +393,8 @@ class ExperimentsWatch(WatchBase):
         """One action; its outcome now, or ``None`` when it comes in a later poll."""
         if action in ("manifest", "probe"):
             return self._ask_manifest(token, action, args)
+        if action == "devices":
+            return self._ask_devices(token, args)
         if action == "declare":
             return self._declare(token, args)
         if action == "undeclare":
@@ -428,6 +430,20 @@ class ExperimentsWatch(WatchBase):
             cwd = str(args.get("cwd") or "").strip() or str(home or self.root)
             spec = ExperimentSpec(module, module, python, cwd, {}, "")
         self.asker.ask(token, action, spec)
+        return None
+
+    def _ask_devices(self, token: int, args: dict[str, Any]) -> Outcome | None:
+        """Which devices a run of ``config`` would use, asked of a ``chooses_devices`` module."""
+        name = args.get("experiment")
+        spec = self.spec(name)
+        if spec is None:
+            return Outcome(token, "devices", Code.MISSING, f"the experiment {name!r} is not declared",
+                           {"experiment": name})
+        config = args.get("config")
+        if not isinstance(config, Mapping):
+            return Outcome(token, "devices", Code.INVALID, "a device question needs a configuration",
+                           {"experiment": name})
+        self.asker.ask_devices(token, spec, config)
         return None
 
     def _declare(self, token: int, args: dict[str, Any]) -> Outcome:

@@ -351,6 +351,17 @@ class ExperimentsPane(PaneBase):
             self.create_and_run_button.setToolTip(f"Start a new run of {title} with this configuration")
         self._config_for = None
         self._fill_form_from_run()
+        if manifest.get("chooses_devices"):
+            self._ask_devices()
+
+    def _ask_devices(self) -> None:
+        """Ask the module which devices the form's configuration uses (answered later)."""
+        try:
+            config = self.form.config()
+        except FormError as exc:
+            self.form.set_devices([], f"The devices are asked for a valid configuration: {exc}")
+            return
+        self.ask("devices", experiment=self._experiment, config=config)
 
     def _fill_form_from_run(self) -> None:
         """Show a not-yet-started run's own configuration in the form, once per selection,
@@ -512,6 +523,10 @@ class ExperimentsPane(PaneBase):
         if outcome.action in ("manifest", "probe"):
             if outcome.action == "manifest":
                 self._manifest_arrived(outcome)
+            return
+        if outcome.action == "devices":
+            if outcome.data.get("experiment") == self._experiment:
+                self.form.set_devices(outcome.data.get("devices"), "" if outcome.ok else outcome.message)
             return
         self._say(outcome.message, ok=outcome.ok)
         if outcome.code is not Code.DONE:

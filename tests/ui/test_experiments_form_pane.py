@@ -78,3 +78,37 @@ def test_options_and_environment_in_the_form_and_in_the_command(qtbot, pane, che
     (argv,) = [json.loads(line) for line in argv_file.read_text().splitlines()]
     assert argv[-2:] == ["--gain=-0.5", "--fast"]
     assert "--config" in argv
+
+
+DEVICE_MODULE = textwrap.dedent("""
+    import json, sys
+    if "--manifest" in sys.argv:
+        print(json.dumps({"module": "devscan", "title": "Device scan", "chooses_devices": True,
+                          "schema": {"default": [{"name": "stage", "dtype": "str",
+                                                  "default": "both"}]}}))
+        sys.exit(0)
+    if "--devices" in sys.argv:
+        config = json.load(open(sys.argv[sys.argv.index("--config") + 1]))
+        print(json.dumps({"devices": ["hwp", "spec"] if config.get("stage") == "both" else ["hwp"]}))
+        sys.exit(0)
+""")
+
+
+def test_the_devices_a_configuration_uses_are_asked_of_the_module_and_listed(qtbot, workspace,
+                                                                             tmp_path):
+    folder = tmp_path / "devcheckout"
+    (folder / "devscan").mkdir(parents=True)
+    (folder / "devscan" / "__init__.py").write_text("")
+    (folder / "devscan" / "__main__.py").write_text(DEVICE_MODULE)
+    declare_experiment(workspace.root, ExperimentSpec(
+        "devscan", "devscan", sys.executable, str(folder), {}, str(tmp_path / "devruns")))
+    pane = ExperimentsPane(workspace, interval=0.2)
+    qtbot.addWidget(pane)
+    try:
+        qtbot.waitUntil(lambda: pane.form.device_chooser is not None
+                        and pane.form.device_chooser.list.count() == 2, timeout=30000)
+        chooser = pane.form.device_chooser
+        assert [chooser.list.item(i).text() for i in range(2)] == ["hwp", "spec"]
+        assert "this configuration uses" in chooser.note.text().lower()
+    finally:
+        assert pane.shutdown(5.0)
