@@ -292,13 +292,17 @@ class ExperimentsWatch(WatchBase):
     #: seconds between rescans of the run root for new run directories
     RESCAN = 1.0
     #: seconds one poll may spend reading runs it has not read before; the
-    #: rest wait for the next poll, so twenty runs hours in reach the table
-    #: over a few polls instead of one long one
-    FIRST_READ_BUDGET = 0.05
+    #: rest wait for the next poll, which the pane asks for once it has painted
+    #: this one.  Short, because while this thread parses, every return of the
+    #: window's thread to Python waits its turn for the interpreter: a 50 ms
+    #: read cost the window 100-200 ms stalls, a 10 ms one none over 50 ms,
+    #: and twenty runs 5000 steps in still reach the table within about a second
+    #: (bench/bench_gui_experiments.py)
+    FIRST_READ_BUDGET = 0.01
     #: bytes of history read at a time
     CHUNK = 32 * 1024
     #: bytes of records one poll hands the window at most
-    RECORDS_PER_POLL = 128 * 1024
+    RECORDS_PER_POLL = 32 * 1024
 
     def __init__(self, workspace_root: str | os.PathLike, *,
                  clock: Callable[[], float] = time.time,

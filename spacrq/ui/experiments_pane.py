@@ -21,7 +21,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, QTimer
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -542,7 +542,9 @@ class ExperimentsPane(PaneBase):
         if snap.experiment != self._experiment:
             return  # a snapshot taken before the operator chose another experiment
         if snap.more:
-            self.poll_now()  # runs still to read: go on without waiting the interval
+            # runs still to read: go on without waiting the interval, once this snapshot is
+            # painted (a read racing the paint for the interpreter would stall the window)
+            QTimer.singleShot(0, self, self.poll_now)
         before = self.runs.rowCount()
         previous = {row.key: row.value.state for row in self.runs.rows}
         self.runs.set_rows(snap.rows)
