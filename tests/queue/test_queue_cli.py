@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -162,7 +163,7 @@ def test_run_detach_returns_at_once_and_the_runner_finishes_alone(qfile, capsys)
     assert runner_state(qfile)["state"] == "finished"
     queue = load_queue(qfile)
     assert queue.jobs[0].status == "success" and queue.on_error == "stop"
-    assert "hi" in open(queue.jobs[0].log_path).read()
+    assert "hi" in Path(queue.jobs[0].log_path).read_text()
 
 
 def test_run_with_notify_stores_the_argument_list_and_runs_it_once(qfile, capsys, tmp_path):

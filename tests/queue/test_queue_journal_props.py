@@ -47,7 +47,7 @@ def test_load_after_any_history_equals_the_runners_view(tmp_path_factory, steps)
 
 def test_the_queue_file_always_parses_while_a_queue_runs(tmp_path):
     queue = Queue(name="night", max_consecutive_failures=0)
-    for i in range(300):
+    for _ in range(300):
         queue.add(Job(module="command", settings={"argv": ["true"]}), validate=False)
     path = tmp_path / "night.queue.json"
     save_queue(queue, path)
