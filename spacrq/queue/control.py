@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from spacrq.runfiles import CONTROL_FILE, asked, control_problem
+from spacrq.runfiles import CONTROL_FILE, asked, control_problem, file_stamp
 
 STOP_AFTER_JOB = "after_job"
 ABORT = "abort"
@@ -38,12 +38,10 @@ class Control:
             return self.signalled
         if self.run_dir is None:
             return None
-        try:
-            st = os.stat(self._file)
-        except OSError:
+        key = file_stamp(self._file)
+        if key is None:
             self._seen, self._request = None, None
             return None
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != self._seen:
             self._seen = key
             value = asked(self.run_dir).get("stop")

@@ -45,7 +45,7 @@ from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_l
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.model import Queue, QueueError
 from spacrq.queue.render import write_queue_file
-from spacrq.runfiles import RunFileError, loads
+from spacrq.runfiles import RunFileError, file_stamp, loads
 
 __all__ = ["load_queue", "open_queue", "save_queue", "edit_queue", "read_queue_document",
            "file_key", "write_queue_file", "logs_dir", "legacy_logs_dir", "journal_path",
@@ -162,13 +162,8 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
                          "check that the folder exists and is writable") from None
 
 
-def file_key(path: str | os.PathLike) -> tuple | None:
-    """What changes when anybody replaces the file (inode, size, mtime); None when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+#: what changes when anybody replaces the file (inode, size, mtime); None when absent
+file_key = file_stamp
 
 
 def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None) -> Queue:
