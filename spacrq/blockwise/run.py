@@ -7,8 +7,8 @@ an executor (``local`` worker processes, ``serial`` in this process, or
 ``dask``), publishes live progress, and at the end flushes the store,
 builds each task's report and appends it to ``runs.jsonl``.
 
-The returned :class:`BlockwiseRun` *is* the seed's ``RunReport`` (same
-object model, same JSON), plus what the caller needs to decide: ``succeeded``
+The returned :class:`BlockwiseRun` *is* the run's ``RunReport`` (the object
+model and the JSON of ``runs.jsonl``), plus what the caller needs to decide: ``succeeded``
 is False whenever any block failed or was orphaned — a partial run never
 reads as success — and ``problems()`` says what went wrong in sentences.
 """

@@ -1,7 +1,6 @@
 """Experiments: step-by-step experiment modules, run detached and watched through their run directory.
 
-The console's side of plesty-lib's experiment contract (PLESTY's experiments
-service, seed ``004``): before a run the module is asked what it takes
+The console's side of plesty-lib's experiment contract: before a run the module is asked what it takes
 (:func:`read_manifest`); a run is started detached into its run directory
 (:func:`start_run`) and from then on is watched through ``journal.jsonl``,
 ``records.jsonl`` and ``progress.json`` (:class:`RunWatch`, :func:`status_of`)

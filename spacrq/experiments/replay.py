@@ -6,7 +6,7 @@ bench has installed (spacrq may not even be able to import it), and the same
 run must read the same on every bench.  The journal is an append-only list of
 a dozen event names; folding it here is cheaper than the coupling.
 
-Two things are better than PLESTY's reading:
+Two things make this reading cheap and safe:
 
 * **Incremental.**  :class:`RunWatch` keeps a :class:`~spacrq.runfiles.JsonlTail`
   on ``journal.jsonl`` and ``records.jsonl`` and folds only the lines written
