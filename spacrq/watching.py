@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-__all__ = ["Code", "Outcome", "Watch", "WatchBase", "Row", "RowDiff", "diff_rows"]
+__all__ = ["Code", "Outcome", "Watch", "WatchBase", "Button", "Row", "RowDiff", "diff_rows"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -140,6 +140,15 @@ class WatchBase:
         with self._inbox_lock:
             taken, self._inbox = self._inbox, []
         return taken
+
+
+@dataclass(frozen=True)
+class Button:
+    """One control of a pane: whether it can be used now, and the tooltip saying what it
+    does or why it is off.  Each area's ``pane.controls()`` returns them."""
+
+    enabled: bool
+    tip: str = ""
 
 
 @dataclass(frozen=True)

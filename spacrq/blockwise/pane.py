@@ -26,7 +26,7 @@ from typing import Any
 
 from spacrq.blockwise.report_format import as_number, format_bytes, format_seconds
 from spacrq.blockwise.report_model import BlockRecord, TaskReport, queue_note
-from spacrq.watching import Row
+from spacrq.watching import Button, Row
 
 __all__ = ["NOT_MEASURED", "BLOCK_MEASURES", "BLOCK_COLUMNS", "WORKER_COLUMNS",
            "LIVE_WORKER_COLUMNS", "WORKER_BLOCK_COLUMNS", "RUN_COLUMNS", "ENDED",
@@ -85,12 +85,6 @@ class StoreLine:
     problems: tuple[str, ...] = ()
     #: one row per past run (keys ``(store key, run index)``), oldest first
     runs: tuple[Row, ...] = ()
-
-
-@dataclass(frozen=True)
-class Button:
-    enabled: bool
-    tip: str
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from typing import Any, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from spacrq.experiments.declarations import ExperimentSpec
 from spacrq.experiments.errors import MANIFEST_TIMEOUT, ExperimentError
@@ -39,19 +40,20 @@ class ManifestAsker:
 
     def ask(self, token: int, action: str, spec: ExperimentSpec) -> None:
         """Ask ``spec``'s module for its manifest; the answer comes from :meth:`answers`."""
-        thread = threading.Thread(target=self._answer, args=(token, action, spec),
-                                  name=f"manifest-{spec.module}", daemon=True)
-        with self._lock:
-            if self._closed:
-                return
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+        self._ask(token, action, spec, self._manifest_of, "manifest")
 
     def ask_devices(self, token: int, spec: ExperimentSpec, config: Mapping[str, Any]) -> None:
         """Ask ``spec``'s module which devices a run of ``config`` uses (``--devices``);
         the answer (``data["devices"]``: names, or ``None`` for all) comes from :meth:`answers`."""
-        thread = threading.Thread(target=self._answer_devices, args=(token, spec, dict(config)),
-                                  name=f"devices-{spec.module}", daemon=True)
+        config = dict(config)
+        self._ask(token, "devices", spec,
+                  lambda spec, action: {"devices": devices_for(spec, config, on_start=self._started)},
+                  "devices")
+
+    def _ask(self, token: int, action: str, spec: ExperimentSpec,
+             question: Callable[[ExperimentSpec, str], dict[str, Any]], kind: str) -> None:
+        thread = threading.Thread(target=self._answer, args=(token, action, spec, question),
+                                  name=f"{kind}-{spec.module}", daemon=True)
         with self._lock:
             if self._closed:
                 return
@@ -85,18 +87,21 @@ class ManifestAsker:
         if closed:
             _kill(child)
 
-    def _answer(self, token: int, action: str, spec: ExperimentSpec) -> None:
+    def _manifest_of(self, spec: ExperimentSpec, action: str) -> dict[str, Any]:
+        # the environment a run gets (bench, the module's .env, the declaration),
+        # so a module that reads its settings at import answers alike
+        env = spec_environment(spec)
+        manifest = read_manifest(spec, env=env, timeout=self.timeout, on_start=self._started)
+        if action == "manifest":  # a declared experiment's (a probe's is nobody's yet)
+            with self._lock:
+                self.known[spec.name] = manifest
+        return {"manifest": manifest, "environment": environment_check(manifest, env)}
+
+    def _answer(self, token: int, action: str, spec: ExperimentSpec,
+                question: Callable[[ExperimentSpec, str], dict[str, Any]]) -> None:
         data: dict[str, Any] = {"experiment": spec.name, "module": spec.module}
         try:
-            # the environment a run gets (bench, the module's .env, the declaration),
-            # so a module that reads its settings at import answers alike
-            env = spec_environment(spec)
-            manifest = read_manifest(spec, env=env, timeout=self.timeout, on_start=self._started)
-            data.update(manifest=manifest, environment=environment_check(manifest, env))
-            outcome = Outcome(token, action, Code.DONE, "", data)
-            if action == "manifest":  # a declared experiment's (a probe's is nobody's yet)
-                with self._lock:
-                    self.known[spec.name] = manifest
+            outcome = Outcome(token, action, Code.DONE, "", {**data, **question(spec, action)})
         except ModuleTimedOut as exc:
             outcome = Outcome(token, action, Code.TIMED_OUT, str(exc), data)
         except ModuleNotRun as exc:
@@ -105,27 +110,6 @@ class ManifestAsker:
             outcome = Outcome(token, action, Code.INVALID, str(exc), data)
         except Exception as exc:  # an answer, never a dead thread
             outcome = Outcome(token, action, Code.FAILED, str(exc) or type(exc).__name__, data)
-        finally:
-            with self._lock:
-                self._children = {c for c in self._children if c.poll() is None}
-        with self._lock:
-            if not self._closed:
-                self._answers.append(outcome)
-
-
-    def _answer_devices(self, token: int, spec: ExperimentSpec, config: dict[str, Any]) -> None:
-        data: dict[str, Any] = {"experiment": spec.name, "module": spec.module}
-        try:
-            devices = devices_for(spec, config, on_start=self._started)
-            outcome = Outcome(token, "devices", Code.DONE, "", {**data, "devices": devices})
-        except ModuleTimedOut as exc:
-            outcome = Outcome(token, "devices", Code.TIMED_OUT, str(exc), data)
-        except ModuleNotRun as exc:
-            outcome = Outcome(token, "devices", Code.FAILED, str(exc), data)
-        except ExperimentError as exc:
-            outcome = Outcome(token, "devices", Code.INVALID, str(exc), data)
-        except Exception as exc:  # an answer, never a dead thread
-            outcome = Outcome(token, "devices", Code.FAILED, str(exc) or type(exc).__name__, data)
         finally:
             with self._lock:
                 self._children = {c for c in self._children if c.poll() is None}

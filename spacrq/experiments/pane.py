@@ -17,7 +17,7 @@ from typing import Any
 
 from spacrq.experiments.errors import RESUMABLE_STATES
 from spacrq.fmt import duration
-from spacrq.watching import Row
+from spacrq.watching import Button, Row
 
 __all__ = ["BADGES", "LIVE_STATES", "ANNOUNCED", "COLUMNS", "Button", "Controls", "RunRow",
            "badge", "controls", "eta_seconds", "eta_text", "progress_bar", "progress_text",
@@ -57,14 +57,6 @@ COLUMNS = (("Run", "The run's id: its folder under the experiment's run root"),
 def badge(state: str | None) -> tuple[str, str]:
     """The text and colour of a run's state badge (an unknown state reads as itself)."""
     return BADGES.get(state or "", (state or "unknown", "#7f8c8d"))
-
-
-@dataclass(frozen=True)
-class Button:
-    """One button of the pane: whether it can be clicked now, and why not when not."""
-
-    enabled: bool
-    tip: str = ""
 
 
 @dataclass(frozen=True)

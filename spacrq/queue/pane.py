@@ -25,7 +25,7 @@ from typing import Any
 from spacrq.fmt import duration
 from spacrq.queue.edits import edit_refusal as edit_refusal_of
 from spacrq.queue.model import Job, parse_iso
-from spacrq.watching import Row
+from spacrq.watching import Button, Row
 
 __all__ = ["JobFacts", "Button", "Controls", "PaneState", "Progress", "FINISHED_STATUSES",
            "COLUMNS", "COL_NUMBER", "COL_JOB", "COL_MODULE", "COL_LABEL", "COL_AFTER",
@@ -225,14 +225,6 @@ def progress(shown: Sequence[Row]) -> Progress:
 
 
 # -- buttons --------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Button:
-    """One control: live or not, and the tooltip saying what it does or why it is off."""
-
-    enabled: bool
-    tip: str = ""
-
 
 @dataclass(frozen=True)
 class PaneState:

@@ -15,17 +15,19 @@ on a shared 2-core machine while others ran tests):
   :data:`KEEP_BYTES` in all) open; past that the oldest is closed at each
   replace, as every replace did before.
 
-The promise is :class:`spacrq.queue.render.Replacer`'s: a reader sees the
-old file or the new one, never part of one; nothing is written through a
-link (the temporary file is created exclusively, never opened if it
-exists; a crash's leftover is removed first); the file keeps its mode.
+The promise is :func:`spacrq.runfiles.write_bytes`'s with ``durable=False``:
+a reader sees the old file or the new one, never part of one; nothing is
+written through a link (the temporary file is created exclusively, never
+opened if it exists; a crash's leftover is removed first); the file keeps
+its mode.  It costs less per write, which a small queue pays at every job:
+the caller holds the queue's edit lock, so one fixed temporary name next to
+the file serves, and the file's mode is looked up once.
 """
 from __future__ import annotations
 
 import os
 import stat
-
-from spacrq.queue.render import Replacer
+from pathlib import Path
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 #: Replaced files kept open at most, and their bytes at most, between two tidies.
@@ -33,11 +35,15 @@ KEEP = 64
 KEEP_BYTES = 8 << 20
 
 
-class QuickReplacer(Replacer):
-    """:class:`Replacer` with its temporary file made ahead and old files closed when idle."""
+class QuickReplacer:
+    """The runner's atomic replace of its queue file between durable checkpoints, with its
+    temporary file made ahead and the replaced files closed when idle."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        super().__init__(path)
+        self.path = Path(path)
+        self.temp = self.path.with_name(f".{self.path.name}.runner.tmp")
+        self.mode: int | None = None
+        self._held: list[int] = []  # replaced files kept open (see the module's docstring)
         self._ready = -1  # the temporary file, created ahead and still empty
         self._sizes: list[int] = []  # the bytes of each file in _held
 
@@ -125,4 +131,5 @@ class QuickReplacer(Replacer):
             except OSError:
                 pass
         self._sizes.clear()
-        super().close()
+        while self._held:
+            os.close(self._held.pop())

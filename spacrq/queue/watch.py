@@ -93,24 +93,14 @@ class QueueSnapshot:
     outcomes: tuple[Outcome, ...] = ()
 
 
-@dataclass
 class _Found:
-    """A snapshot being filled by one poll."""
+    """A snapshot being filled by one poll: :class:`QueueSnapshot`'s fields, settable."""
 
-    path: str
-    rows: tuple[Row, ...] | None = None
-    progress: Progress | None = None
-    queue: Queue | None = None
-    load_error: str | None = None
-    load_code: Code | None = None
-    on_disk: bool | None = None
-    runner: Mapping[str, Any] | None = None
-    log_job: str = ""
-    log_path: str = ""
-    log_text: str = ""
-    log_restarted: bool = False
-    modules: tuple[str, ...] | None = None
-    outcomes: list[Outcome] = field(default_factory=list)
+    def __init__(self, path: str) -> None:
+        for name, spec in QueueSnapshot.__dataclass_fields__.items():
+            setattr(self, name, spec.default)
+        self.path = path
+        self.outcomes: list[Outcome] = []
 
     def empty(self) -> bool:
         return (self.rows is None and self.load_error is None and self.runner is None
@@ -118,7 +108,7 @@ class _Found:
                 and self.modules is None and not self.outcomes)
 
     def freeze(self) -> QueueSnapshot:
-        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        values = {name: getattr(self, name) for name in QueueSnapshot.__dataclass_fields__}
         values["outcomes"] = tuple(self.outcomes)
         return QueueSnapshot(**values)
 
