@@ -231,7 +231,9 @@ def test_the_demo_night_fills_the_report_and_experiments_panes_live(qtbot, tmp_p
         seen["run"] |= {row.look for row in experiments.runs.rows}
         rows = window.panes["Queue"].model.rows
         done = len(rows) == 7 and all(r.value.status in ("success", "failed", "skipped") for r in rows)
-        return done and not window.panes["Queue"].runner_alive
+        # the panes poll on their own: the sweep's end reaches the Experiments pane at its next
+        # poll, which may come just after the queue's own end
+        return done and not window.panes["Queue"].runner_alive and "completed" in seen["run"]
 
     qtbot.waitUntil(watch, timeout=90_000)
     assert {"demo_smooth", "demo_threshold"} <= seen["task"], seen  # watched while running
