@@ -90,8 +90,10 @@ def time_spacrq(n: int, folder: Path, mode: str = "file",
     if tree:
         env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
+    # (run from the queue's folder: ``-m`` puts the working folder first on the path, so
+    # run from a checkout it would import that checkout whatever PYTHONPATH says)
     subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=folder)
     elapsed = time.perf_counter() - t0
     jobs = load_queue(path).jobs
     statuses = {j.status for j in jobs}

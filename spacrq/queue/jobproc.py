@@ -68,21 +68,21 @@ def job_command(job: Job, spec: ModuleSpec, settings: dict, settings_path: str) 
 _ENVIRON: list = [None, {}]  # os.environ as last copied: (its raw bytes, its text)
 
 
-def _environ() -> dict[str, str]:
-    """A copy of ``os.environ``; decoded again only when it changed (decoding it whole
-    for every job cost more than the rest of preparing the job)."""
+def _environ_base() -> dict[str, str]:
+    """``os.environ`` as text, the same object until it changes (never change it): decoded
+    again only when it changed (decoding it whole for every job cost more than the rest
+    of preparing the job)."""
     raw = getattr(os.environ, "_data", None)
     if not isinstance(raw, dict):
         return dict(os.environ)
     if raw != _ENVIRON[0]:
         _ENVIRON[0], _ENVIRON[1] = dict(raw), dict(os.environ)
-    return dict(_ENVIRON[1])
-
-
-def _environ_base() -> dict[str, str]:
-    """``os.environ`` as text, the same object until it changes (never change it)."""
-    _environ()
     return _ENVIRON[1]
+
+
+def _environ() -> dict[str, str]:
+    """A copy of ``os.environ`` (see :func:`_environ_base`)."""
+    return dict(_environ_base())
 
 
 def job_env_changes(job: Job, settings: dict, spec: ModuleSpec, log_path: str) -> dict[str, str]:
@@ -308,6 +308,11 @@ class ProcessRunner:
     supervisor: Supervisor = field(default_factory=Supervisor)
     meanwhile: Callable[[], None] | None = None
     idle: Callable[[], None] | None = None
+    #: The runner's journal, for the supervisor to make durable as the job starts (None:
+    #: the runner makes it durable itself, before it says "go"); asked once per attempt.
+    sync: Callable[[], str | None] | None = None
+    #: Told why the supervisor could not make the journal durable.
+    on_sync_error: Callable[[str], None] | None = None
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
             log_path: str, *, before: dict | None = None, folders: list | None = None,
@@ -325,6 +330,9 @@ class ProcessRunner:
                    "env_changes": job_env_changes(job, settings, spec, log_path), "log": log_path,
                    "record": exit_record_path(log_path), "grace": grace,
                    "before": before or {}, "folders": folders or []}
+        sync = self.sync() if self.sync is not None else None
+        if sync:
+            request["sync"] = sync
         self.supervisor.send(request, ready)
         attempt = _Attempt()
         try:
@@ -349,6 +357,8 @@ class ProcessRunner:
         answer = self.supervisor.answer(timeout)
         if answer is None:
             return None
+        if answer.get("sync_error") and self.on_sync_error is not None:
+            self.on_sync_error(str(answer["sync_error"]))
         if "exit" in answer:
             attempt.ended = True
             return answer

@@ -4,7 +4,9 @@ Two modes, chosen when the run starts (see :mod:`spacrq.queue.store` for
 why).  In both, each change is a journal line and :meth:`QueueWriter.commit`
 — before a job starts, and when the queue ends — makes them durable with one
 fsync (a group commit: a job's end and the next job's start, one fsync per
-job).  ``"file"`` — queues of up to :data:`~spacrq.queue.store.DIRECT_MAX_JOBS`
+job; before a job the supervisor runs, the supervisor makes it, right after
+starting the job — :meth:`QueueWriter.hand_sync`, :mod:`spacrq.queue.supervise`).
+``"file"`` — queues of up to :data:`~spacrq.queue.store.DIRECT_MAX_JOBS`
 jobs — then also replaces the queue file (atomically; its own fsync waits
 for the next checkpoint), so the file alone shows every status as it
 stands; ``"journal"`` replaces the file only at checkpoints.  Checkpoints
@@ -85,6 +87,9 @@ class QueueWriter:
         self.notes: list[str] = []
         self._failed_at = ""
         self.journal: Journal | None = None
+        self._claimed = False     # the edit lock kept from claim() to the commit after it
+        self._handed = False      # the journal's fsync before the next job is the supervisor's
+        self._hand_over = durable  # …until it once failed to do it
         self._lines = 0
         self._last_write = time.monotonic()
         try:  # both modes make each transition durable with one fsync'd journal line
@@ -107,18 +112,40 @@ class QueueWriter:
         elif sync:
             self.commit()
 
+    def hand_sync(self) -> str | None:
+        """The journal, for the job's supervisor to fsync as it starts the job (None: the
+        runner does it).  The next :meth:`commit` then leaves the fsync to the supervisor."""
+        if self.journal is None or not self._hand_over:
+            return None
+        self._handed = True
+        return str(self.journal.file)
+
+    def sync_failed(self, reason: str) -> None:
+        """The supervisor could not make the journal durable: from now on the runner does."""
+        self._hand_over = False
+        self._failed(OSError(reason), "sync (in the job's supervisor) the journal of")
+        if self.journal is not None:
+            try:
+                self.journal.flush()
+            except OSError as exc:
+                self._failed(exc, "sync the journal")
+
     def commit(self) -> list[Job]:
         """Make every change so far durable; the jobs somebody added meanwhile (now queued).
 
-        One fsync of the journal makes the transitions durable; in ``"file"``
-        mode the file is then replaced (atomically, without an fsync of its
-        own) so it shows them too.  Every few hundred lines, or a minute,
-        the file itself is made durable and the journal emptied.
+        One fsync of the journal makes the transitions durable — the runner's
+        own, or, before a job the supervisor was asked to sync for
+        (:meth:`hand_sync`), the supervisor's right after it started the job;
+        in ``"file"`` mode the file is then replaced (atomically, without an
+        fsync of its own) so it shows them too.  Every few hundred lines, or
+        a minute, the file itself is made durable and the journal emptied.
         """
         if self.journal is None:
             return self.write(durable=True)
+        handed, self._handed = self._handed, False
         try:
-            self.journal.flush()
+            if not handed:
+                self.journal.flush()
         except OSError as exc:
             self._failed(exc, "sync the journal")
         due = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))
@@ -127,18 +154,29 @@ class QueueWriter:
             return self.write(durable=True)
         if self.mode == "file":
             return self.write(durable=False)
+        self.unclaim()
         return []
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
         added: list[Job] = []
         try:
-            with self._lock:
-                added = self._merge()
-                self._write_locked(durable)
+            if not self._claimed:
+                self._lock.__enter__()
+            self._claimed = True
+            added = self._merge()
+            self._write_locked(durable)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
+        finally:
+            self.unclaim()
         return added
+
+    def unclaim(self) -> None:
+        """Let go of the edit lock :meth:`claim` kept (the next write lets go of it too)."""
+        if self._claimed:
+            self._claimed = False
+            self._lock.__exit__(None, None, None)
 
     def _write_locked(self, durable: bool = True) -> None:
         parts = self._all_parts()
@@ -173,15 +211,19 @@ class QueueWriter:
         or no runner at all.
         """
         try:
-            with self._lock:
-                added = self._merge()
-                if added and take_more:
-                    return added
-                self._write_locked()
-                if release is not None:
-                    release()
+            if not self._claimed:
+                self._lock.__enter__()
+            self._claimed = True
+            added = self._merge()
+            if added and take_more:
+                return added
+            self._write_locked()
+            if release is not None:
+                release()
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
+        finally:
+            self.unclaim()
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -190,17 +232,24 @@ class QueueWriter:
     def claim(self, job: Job) -> list[Job]:
         """Before ``job`` starts: take in the edits and additions made to the file, and mark
         ``job`` running in the journal, all under the edit lock — an edit either reaches
-        the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`)."""
+        the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`).
+
+        The lock is kept until the file says so: the :meth:`commit` before the job
+        starts lets go of it (one lock taken per job, not two), as does
+        :meth:`unclaim` when the job ends before it started."""
         added: list[Job] = []
         try:
-            with self._lock:
-                added = self._merge()
-                job.status = STATUS_RUNNING
-                self.touch(job, ("status",))
-                if self.journal is None:
-                    self._write_locked(durable=False)
+            if not self._claimed:
+                self._lock.__enter__()
+            self._claimed = True
+            added = self._merge()
+            job.status = STATUS_RUNNING
+            self.touch(job, ("status",))
+            if self.journal is None:
+                self._write_locked(durable=False)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
+            self.unclaim()
         return added
 
     def prepare(self) -> None:
@@ -230,6 +279,7 @@ class QueueWriter:
                 f"({self.problem}); it shows the queue as it was then, and {where}")
 
     def close(self) -> None:
+        self._claimed = False  # (closing the lock's file lets go of it)
         if self.journal is not None:
             self.journal.close()
             self.journal = None

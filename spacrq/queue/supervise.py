@@ -27,7 +27,11 @@ header comes with it (the supervisor opens the log for the job anyway), and
 the environment is sent whole once (``base_env``) and then only as what a
 job changes in it (``env_set``, ``env_unset``; a request with ``env`` gives
 the whole environment of that job), and a job is sent ahead (``hold``) and
-started by a one-line ``{"go": key}`` once its "running" is on disk.
+started by a one-line ``{"go": key}`` once its "running" is in the queue file.
+A request may name the runner's journal (``"sync": path``): it is fsync'd
+here right after the job started, and the job's end is then fsync'd in its
+exit record (see :class:`_Syncs`); a failure to do so comes back as
+``"sync_error"`` in the job's next answer.
 
 It also stops what a job left running in its process group before it
 answers, so jobs never overlap even across a runner's death.
@@ -40,6 +44,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -153,8 +158,9 @@ def _open_append(path: str) -> int:
 
 
 def _answer(out, reply: dict) -> None:
+    """One answer line on ``out`` (binary: the runner waits on every answer)."""
     try:
-        out.write(_dumps(reply).decode() + "\n")
+        out.write(_dumps(reply) + b"\n")
         out.flush()
     except (OSError, ValueError):
         pass  # the runner is gone; the exit record says it all
@@ -276,8 +282,99 @@ def _held(request: dict, requests) -> tuple[bool, dict | None]:
     return False, following if isinstance(following, dict) and "argv" in following else None
 
 
+def _fsync(fd: int, path: str) -> str:
+    """``fd`` durable; '' or why not (said on stderr, which is the runner's log)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"spacrq supervisor: could not make {path} durable: {reason}", file=sys.stderr,
+              flush=True)
+        return reason
+    return ""
+
+
+class _Syncs:
+    """The fsyncs of a run, made in order on a thread of their own, off the jobs' way.
+
+    The runner writes a job's end and the next job's start to its journal
+    and sends the job (``"sync": path``); right after starting it, this
+    process queues an fsync of that journal, and when the job ends, one of
+    its exit record.  One thread makes them in the order queued, so a job's
+    start is durable before its end is; and :meth:`settle` — called before
+    the next job starts — waits until every one was made, so a job's end is
+    durable before the next job starts.  The job, the runner's handling of
+    its end and these writes overlap: nobody waits for a disk between two
+    jobs unless the disk is slower than both.  The journal is opened once,
+    never created and never through a link.
+    """
+
+    def __init__(self) -> None:
+        self.path, self.fd = "", -1
+        self._queued: list[tuple[int, str, bool]] = []
+        self._pending = 0
+        self._problems: list[str] = []
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def journal(self, path: str) -> str:
+        """Queue an fsync of the runner's journal at ``path``; '' or why it cannot be."""
+        if path != self.path or self.fd < 0:
+            self.settle()  # (nothing queued may still use the old descriptor)
+            self.close_journal()
+            try:
+                self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+            except OSError as exc:
+                return f"could not open {path} ({exc.strerror or exc})"
+            self.path = path
+        self._put(self.fd, path, False)
+        return ""
+
+    def record(self, fd: int, path: str) -> None:
+        """Queue an fsync of an exit record; ``fd`` is closed once it is made."""
+        self._put(fd, path, True)
+
+    def _put(self, fd: int, path: str, close: bool) -> None:
+        with self._cv:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fsync", daemon=True)
+                self._thread.start()
+            self._queued.append((fd, path, close))
+            self._pending += 1
+            self._cv.notify_all()
+
+    def settle(self) -> str:
+        """Wait until every queued fsync was made; why any failed since the last call ('')."""
+        with self._cv:
+            while self._pending:
+                self._cv.wait()
+            problems, self._problems = self._problems, []
+        return "; ".join(dict.fromkeys(problems))
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queued:
+                    self._cv.wait()
+                fd, path, close = self._queued.pop(0)
+            problem = _fsync(fd, path)
+            if close:
+                os.close(fd)
+            with self._cv:
+                if problem:
+                    self._problems.append(f"{path}: {problem}")
+                self._pending -= 1
+                self._cv.notify_all()
+
+    def close_journal(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.path, self.fd = "", -1
+
+
 def supervise(request: dict, out, parent: int, envs: _Env | None = None,
-              requests=None, announce: float = ANNOUNCE_AFTER) -> dict | None:
+              requests=None, announce: float = ANNOUNCE_AFTER,
+              syncs: _Syncs | None = None) -> dict | None:
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
@@ -310,6 +407,11 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
             os.close(log_fd)
         _note(log, "# spacrq: not started: the runner took it back before it began\n")
         return following
+    told: dict = {}
+    if syncs is not None:  # the last job's end durable before this one starts
+        late = syncs.settle()
+        if late:
+            told["sync_error"] = late
     if not problem:
         try:
             popen = _spawn(request["argv"], log_fd, cwd, env)
@@ -322,7 +424,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _note(log, f"error: {problem}\n")
         finished = _now()
         _record(record, dict(base, exit_code=127, finished=finished, error=problem), False)
-        _answer(out, {"exit": 127, "finished": finished, "error": problem, "not_started": True})
+        _answer(out, dict(told, exit=127, finished=finished, error=problem, not_started=True))
         return None
     started = time.time()
     # The start record first, from this process, which outlives the runner: a runner that
@@ -332,34 +434,49 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _record(record, dict(base, pid=popen.pid, started=started, supervisor=os.getpid(),
                              before=request.get("before") or {},
                              folders=request.get("folders") or []), False, record_fd)
+        # While the job starts: the runner's journal durable (the last job's end and this
+        # one's start are in it), which the runner would otherwise wait for before "go".
+        sync = request.get("sync") if syncs is not None else None
+        sync = sync if isinstance(sync, str) and sync else None
+        if sync is not None:
+            problem = syncs.journal(sync)
+            if problem:
+                told["sync_error"] = problem
         if not _ended_within(popen.pid, announce):
-            _answer(out, {"pid": popen.pid, "started": started})
+            _answer(out, dict(told, pid=popen.pid, started=started))
+            told = {}
         code, peak = _wait(popen)
         finished = _now()
         orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
-        answer = {"exit": code, "finished": finished, "pid": popen.pid, "started": started}
+        answer = dict(told, exit=code, finished=finished, pid=popen.pid, started=started)
         # A job that succeeded and left nothing behind is told before it is written down:
-        # the runner makes its end durable in its own journal before the next job starts,
-        # so the two writes overlap (the record is for a runner that died, and this
-        # process writes it either way).  A failure is written down first: the runner
-        # reads its log to tell why it failed, and its own notes come after this one.
+        # the runner's handling of its end and this record overlap, and the record is
+        # durable before the next job starts (this process reads that job only after).
+        # A failure is written down first: the runner reads its log to tell why it
+        # failed, and its own notes come after this one.
         early = code == 0 and not orphaned and not _group_exists(popen.pid)
         if early:
             _answer(out, answer)
-        _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak),
-                orphaned, record_fd)
+        end = dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak)
+        _record(record, end, orphaned or (sync is not None and record_fd < 0), record_fd)
+        if sync is not None and record_fd >= 0 and not orphaned:
+            syncs.record(record_fd, record)  # (durable before the next job starts)
+            record_fd = -1
+        _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
+        left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
+        if left:
+            _note(log, f"# the job left processes running in its group after it ended; they "
+                       f"were {left}\n", log_fd)
+        if log_fd >= 0:
+            os.close(log_fd)
+            log_fd = -1
+        if not early:
+            _answer(out, answer)
     finally:
         if record_fd >= 0:
             os.close(record_fd)
-    _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
-    left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
-    if left:
-        _note(log, f"# the job left processes running in its group after it ended; they were "
-                   f"{left}\n", log_fd)
-    if log_fd >= 0:
-        os.close(log_fd)
-    if not early:
-        _answer(out, answer)
+        if log_fd >= 0:
+            os.close(log_fd)
     return None
 
 
@@ -378,16 +495,18 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when a job stops
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     parent = os.getppid()
-    out = sys.stdout
+    out = sys.stdout.buffer
     envs = _Env()
+    syncs = _Syncs()
     announce = announce_after()
     requests = _requests(sys.stdin)
     request = next(requests, None)
     while request is not None:
         following = None
         if {"argv", "log", "record", "key"} <= set(request):
-            following = supervise(request, out, parent, envs, requests, announce)
+            following = supervise(request, out, parent, envs, requests, announce, syncs)
         request = following if following is not None else next(requests, None)
+    syncs.settle()  # every job's end durable before this process ends
     return 0
 
 

@@ -217,8 +217,11 @@ def test_an_edit_before_the_runner_claims_a_job_reaches_it_and_after_is_refused(
         edit_job(path, "b", {"label": "in time"})
         writer.claim(queue.find("b"))
         assert queue.find("b").label == "in time"  # taken into the runner's memory
+        assert writer._claimed  # the edit lock is kept until the file says "running"…
+        writer.commit()  # …which the commit before the job starts writes, and lets go
+        assert not writer._claimed
         with pytest.raises(EditRefused):
-            edit_job(path, "b", {"label": "too late"})  # the journal says it is running
+            edit_job(path, "b", {"label": "too late"})  # the file says it is running
         assert load_queue(path).find("b").status == "running"
     finally:
         writer.close()

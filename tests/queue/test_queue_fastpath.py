@@ -3,11 +3,13 @@ disk, the file written in pieces is the file written whole, the runner's kept-op
 still the lock, and a job started the quick way gets what a Popen'd job got."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,106 @@ def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_
             pass
     finally:
         held.close()
+
+
+def test_the_supervisor_makes_the_journal_durable_as_a_job_starts_and_its_end_before_the_next(
+        tmp_path, monkeypatch):
+    """The runner no longer waits for a disk between two jobs: the supervisor fsyncs the
+    runner's journal right after it started a job, and the job's exit record when it
+    ended, on a thread of its own — and starts the next job only once both were made,
+    even when the disk is slow."""
+    from spacrq.queue import supervise
+
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text('{"seq": 1}\n')
+    events: list[tuple[str, str]] = []
+    real_spawn, real_fsync = supervise._spawn, supervise._fsync
+
+    def spawn(argv, *args):
+        events.append(("start", Path(argv[-1]).name))
+        return real_spawn(argv, *args)
+
+    def slow_fsync(fd, path):
+        if path.endswith("a.exit.jsonl"):
+            time.sleep(0.2)  # a slow disk: the next job must wait for this one
+        problem = real_fsync(fd, path)
+        events.append(("durable", Path(path).name))
+        return problem
+
+    monkeypatch.setattr(supervise, "_spawn", spawn)
+    monkeypatch.setattr(supervise, "_fsync", slow_fsync)
+    first = _request(tmp_path, "a", [TOUCH, str(tmp_path / "a")], sync=str(journal))
+    second = _request(tmp_path, "b", [TOUCH, str(tmp_path / "b")], sync=str(journal))
+    out = io.BytesIO()
+    syncs = supervise._Syncs()
+    for request in (first, second):
+        supervise.supervise(request, out, os.getppid(), syncs=syncs)
+    assert syncs.settle() == ""
+    syncs.close_journal()
+    assert events == [("start", "a"), ("durable", "journal.jsonl"), ("durable", "a.exit.jsonl"),
+                      ("start", "b"), ("durable", "journal.jsonl"), ("durable", "b.exit.jsonl")]
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [a["exit"] for a in answers] == [0, 0] and not any("sync_error" in a for a in answers)
+
+
+def test_a_journal_the_supervisor_cannot_sync_is_said_in_the_jobs_answer(tmp_path):
+    gone = tmp_path / "gone" / "journal.jsonl"
+    answers = _feed([_request(tmp_path, "a", [TOUCH, str(tmp_path / "a")], sync=str(gone))])
+    assert answers[-1]["exit"] == 0 and str(gone) in answers[-1]["sync_error"]
+    assert (tmp_path / "a").exists()  # saving is never fatal: the job ran
+
+
+def test_when_the_supervisor_cannot_sync_the_runner_does_and_says_so(tmp_path, monkeypatch,
+                                                                      capfd):
+    from spacrq.queue import run_queue
+
+    queue = Queue(name="night", max_consecutive_failures=0)
+    for i in range(3):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": [TOUCH, str(tmp_path / f"{i}")]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    handed: list[str] = []
+
+    def hand_sync(self):  # the first job's supervisor is given a journal it cannot open
+        if self.journal is None or not self._hand_over:
+            return None
+        self._handed = True
+        handed.append("gone" if not handed else "journal")
+        return str(tmp_path / "gone.jsonl") if len(handed) == 1 else str(self.journal.file)
+
+    monkeypatch.setattr(QueueWriter, "hand_sync", hand_sync)
+    result = run_queue(queue, path)
+    assert [j.status for j in queue.jobs] == ["success"] * 3
+    assert handed == ["gone"]  # once it failed, the runner makes the journal durable itself
+    err = capfd.readouterr().err
+    assert "could not sync (in the job's supervisor) the journal of" in err
+    assert any("everything was saved since" in note for note in result.notes)
+    assert not result.save_problem
+
+
+def test_the_edit_lock_a_claim_keeps_is_let_go_of_by_every_way_a_job_goes_on(tmp_path):
+    """claim() keeps the edit lock until the file says "running" (the commit before the
+    job starts); a job that ends before it starts, a write and the last write let go too."""
+    queue = Queue(name="night")
+    for i in range(4):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    writer = QueueWriter(queue, path, durable=False, mode="file")
+
+    def free() -> bool:
+        try:
+            with EditLock(logs_dir(path), wait=0):
+                return True
+        except QueueError:
+            return False
+    try:
+        writer.start()
+        for job, then in zip(queue.jobs, (writer.commit, writer.unclaim, writer.write,
+                                          writer.finish)):
+            writer.claim(job)
+            assert not free()  # an edit waits until the file says "running"
+            then()
+            assert free()
+    finally:
+        writer.close()
