@@ -90,6 +90,12 @@ def status_word(status: str, partial: bool = False) -> str:
     return "not run" if status == "not_run" else status
 
 
+#: Sorting by Status puts what needs the operator first: what runs, then what went wrong
+#: (failed, partial, skipped), then what did not run, what waits, and what succeeded.
+STATUS_ORDER = {"running": 0, "failed": 1, "partial": 2, "skipped": 3, "not run": 4,
+                "pending": 5, "succeeded": 6}
+
+
 def status_tip(facts: JobFacts) -> str:
     """Why a job is in its state: its error, its exit code, its attempts, its timeout."""
     parts = []
@@ -141,7 +147,7 @@ def job_row(number: int, job: Job) -> Row:
                os.path.basename(facts.log_path) if facts.log_path else ""),
         tips=("", "", "", facts.label, "", status_tip(facts), "", facts.log_path),
         look=word,
-        sort=(number, None, None, None, None, None,
+        sort=(number, None, None, None, None, STATUS_ORDER.get(word, len(STATUS_ORDER)),
               took if took is not None else facts.started_at, None),
         value=facts)
 

@@ -231,20 +231,20 @@ class QueueWriter:
 
     def claim(self, job: Job) -> list[Job]:
         """Before ``job`` starts: take in the edits and additions made to the file, and mark
-        ``job`` running in the journal, all under the edit lock — an edit either reaches
-        the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`).
+        ``job`` running, all under the edit lock — an edit either reaches the job now or
+        sees it running and is refused (see :mod:`spacrq.queue.edits`).
 
-        The lock is kept until the file says so: the :meth:`commit` before the job
-        starts lets go of it (one lock taken per job, not two), as does
-        :meth:`unclaim` when the job ends before it started."""
+        The lock is kept until the file (or, for a large queue, the journal) says so:
+        the :meth:`commit` before the job starts lets go of it (one lock taken per job,
+        not two), as does :meth:`unclaim` when the job ended before it started."""
         added: list[Job] = []
         try:
             if not self._claimed:
                 self._lock.__enter__()
             self._claimed = True
             added = self._merge()
-            job.status = STATUS_RUNNING
-            self.touch(job, ("status",))
+            job.status = STATUS_RUNNING  # (journalled with the job's start, under this lock)
+            self._stale.add(id(job))
             if self.journal is None:
                 self._write_locked(durable=False)
         except (OSError, QueueError, RunFileError) as exc:

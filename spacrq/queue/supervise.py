@@ -357,14 +357,19 @@ class _Syncs:
                 while not self._queued:
                     self._cv.wait()
                 fd, path, close = self._queued.pop(0)
-            problem = _fsync(fd, path)
-            if close:
-                os.close(fd)
-            with self._cv:
-                if problem:
-                    self._problems.append(f"{path}: {problem}")
-                self._pending -= 1
-                self._cv.notify_all()
+            problem = "the fsync was never made"
+            try:  # (whatever happens, settle() is told: a job must never wait for ever)
+                problem = _fsync(fd, path)
+                if close:
+                    os.close(fd)
+            except BaseException as exc:  # noqa: BLE001 — said, and the next job goes on
+                problem = problem or f"{type(exc).__name__}: {exc}"
+            finally:
+                with self._cv:
+                    if problem:
+                        self._problems.append(f"{path}: {problem}")
+                    self._pending -= 1
+                    self._cv.notify_all()
 
     def close_journal(self) -> None:
         if self.fd >= 0:

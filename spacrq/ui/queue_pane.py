@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
                                QWidget)
@@ -139,7 +140,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
         edits, (self.duplicate_button, self.edit_button, self.remove_button, self.up_button,
                 self.down_button, self.validate_button) = _button_row(
             ("Duplicate", "Add a never-run copy of the selected job(s)."),
-            ("Edit…", "Change a waiting job's settings, overrides, after, timeout or label."),
+            ("Edit…", "Change a waiting job's settings, overrides, after, timeout or label "
+                      "(F2)."),
             ("Remove", "Remove the selected job(s); jobs after them stop depending on them."),
             ("Move up", "Run the selected job(s) earlier."),
             ("Move down", "Run the selected job(s) later."),
@@ -243,6 +245,10 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
         self.save_as_button.clicked.connect(self._save_as_clicked)
         self.duplicate_button.clicked.connect(self.duplicate_selected)
         self.edit_button.clicked.connect(self.edit_selected)
+        # F2 edits the selected job, as it renames a file elsewhere (when Edit… may)
+        edit_key = QShortcut(QKeySequence(Qt.Key.Key_F2), self.table)
+        edit_key.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        edit_key.activated.connect(lambda: self.edit_button.isEnabled() and self.edit_selected())
         self.job_edits = JobEditing(self, self.ask)
         self.job_edits.edited.connect(lambda _job_id, text: self.show_message("info", text))
         self.sorting.sorted_changed.connect(lambda _sorted: self._update_controls())

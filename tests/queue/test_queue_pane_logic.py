@@ -80,6 +80,19 @@ def test_rows_carry_cells_tips_look_and_sort_keys():
     assert status_word("not_run") == "not run" and status_word("success") == "succeeded"
 
 
+def test_sorting_by_status_puts_what_needs_the_operator_first():
+    """Not the alphabet ("failed" after "skipped"…): running, then what went wrong."""
+    q = _queue(7)
+    for job, status in zip(q.jobs, ("success", "pending", "not_run", "skipped", "failed",
+                                    "running", "success")):
+        job.status = status
+    q.jobs[6].run_status = {"n_failed": 1}
+    made = rows(q.jobs)
+    by_status = sorted(made, key=lambda r: (r.sort_key(COL_STATUS), r.sort_key(COL_NUMBER)))
+    assert [r.cells[COL_STATUS] for r in by_status] == [
+        "running", "failed", "partial", "skipped", "not run", "pending", "succeeded"]
+
+
 def test_unchanged_jobs_keep_their_row_objects():
     q = _queue(50)
     old = rows(q.jobs)

@@ -195,6 +195,26 @@ def test_edit_in_the_pane_changes_a_pending_job_in_its_file(open_pane, qtbot, wo
     assert "Changed b" in pane.message.text()
 
 
+def test_f2_on_the_table_edits_the_selected_job_when_edit_may(open_pane, qtbot, workspace):
+    pane, _path = _queue_pane(open_pane, qtbot, workspace,
+                              [_cmd("a", status="success"), _cmd("b")])
+    window = pane.window()
+    window.show()  # (a shortcut answers in the active window only)
+    with qtbot.waitActive(window, timeout=5_000):
+        window.activateWindow()
+    pane.table.setFocus()
+    pane.select_job("a")  # a job that ran: Edit… is off, so F2 opens nothing
+    qtbot.keyClick(pane.table, Qt.Key.Key_F2)
+    assert pane.job_edits.dialog is None
+    pane.select_job("b")
+    qtbot.keyClick(pane.table, Qt.Key.Key_F2)
+    qtbot.waitUntil(lambda: pane.job_edits.dialog is not None, timeout=5_000)
+    dialog = pane.job_edits.dialog
+    assert dialog.windowTitle() == "Edit job b"
+    dialog.reject()
+    window.hide()
+
+
 def test_edit_is_refused_on_a_running_job_and_the_tip_says_why(open_pane, qtbot, workspace):
     pane, _path = _queue_pane(open_pane, qtbot, workspace,
                               [_cmd("a", status="running"), _cmd("b", status="success")])
