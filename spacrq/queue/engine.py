@@ -166,8 +166,12 @@ class _Run:
             self.writer.prepare()  # once the job was sent, not before it starts
 
     def _idle(self) -> None:
+        """Once the job ran a while (nobody waits for it now): the housekeeping, and the
+        heartbeat, so the runner's record names this job even when its start came too
+        soon after the last one's to be written at once."""
         if self.writer is not None:
-            self.writer.tidy()  # once the job ran a while: nobody waits for it now
+            self.writer.tidy()
+        _safe(self.heartbeat)
 
     def progress(self, event: str, job: Job | None, i: int, message: str = "") -> None:
         _safe(self.on_progress, Progress(event, job.id if job else "", i, self.total,

@@ -232,3 +232,30 @@ def test_ctrl_c_before_the_job_was_named_still_stops_it(tmp_path):
         wait_until(lambda: not is_alive(start["pid"]), what="the job to be stopped", timeout=5)
     finally:
         runner.supervisor.close()
+
+
+def test_the_runners_record_names_a_job_that_started_right_after_another(tmp_path,
+                                                                        monkeypatch):
+    """A start too soon after the last write is not written at once (runner.json is written
+    at most four times a second); once the job ran a moment, the record names it — not only
+    at the next heartbeat, which here never comes."""
+    import threading
+
+    from spacrq.queue import jobproc
+    monkeypatch.setattr(jobproc, "HEARTBEAT_SECONDS", 3600.0)
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="first", settings={"argv": ["true"]}))
+    queue.add(Job(module="command", id="long", settings={
+        "argv": ["sh", "-c", "while [ ! -e go ]; do sleep 0.02; done"], "cwd": str(tmp_path)}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ran = threading.Thread(target=serve, args=(path,), kwargs={"echo": False})
+    ran.start()
+    try:
+        wait_until(lambda: (runner_state(path) or {}).get("current_job") == "long",
+                   what="runner.json naming the long job")
+    finally:
+        (tmp_path / "go").write_text("")
+        ran.join(60)
+    assert not ran.is_alive()
+    assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
