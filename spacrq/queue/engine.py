@@ -234,8 +234,6 @@ class _Run:
         self.claim(job)
         ready = self.prepare(i, job)
         if ready is None:
-            if self.writer is not None:
-                self.writer.unclaim()  # (the edit lock claim() kept: this job never starts)
             return
         spec, settings, settings_path = ready
         job.log_path = os.path.join(self._root, f"{i:0{self.width}d}_{job.id}.log")

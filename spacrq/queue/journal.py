@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import orjson
 
 from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
-from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue
+from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError
 from spacrq.queue.render import write_queue_file
 from spacrq.runfiles import JsonlTail, RunFileError, loads
 
@@ -101,7 +101,14 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
     for journal in _journal_files(path):
         tail = JsonlTail(journal)
         skipped, reason = 0, ""
-        for record in tail.read():
+        try:
+            records = tail.read()
+        except OSError as exc:  # a folder, a FIFO, no permission: one sentence, not a traceback
+            raise QueueError(f"the queue's journal {journal} cannot be read "
+                             f"({exc.strerror or exc}); it holds the transitions since the "
+                             "file was last written in full: put the journal back or move "
+                             "what is in its place away, then run the command again") from None
+        for record in records:
             problem = transition_problem(record)
             if problem:
                 skipped, reason = skipped + 1, problem
@@ -175,6 +182,14 @@ class Journal:
         self._unsynced = True
         if sync:
             self.flush()
+
+    def still_there(self) -> bool:
+        """Whether the file written is still the journal at its path (not removed, replaced)."""
+        try:
+            mine = os.fstat(self._fd)
+            return mine.st_nlink > 0 and os.stat(self.file).st_ino == mine.st_ino
+        except OSError:
+            return False
 
     def flush(self) -> None:
         """Make every line written so far durable (one fsync covers them all)."""

@@ -87,7 +87,6 @@ class QueueWriter:
         self.notes: list[str] = []
         self._failed_at = ""
         self.journal: Journal | None = None
-        self._claimed = False     # the edit lock kept from claim() to the commit after it
         self._handed = False      # the journal's fsync before the next job is the supervisor's
         self._hand_over = durable  # …until it once failed to do it
         self._lines = 0
@@ -154,29 +153,18 @@ class QueueWriter:
             return self.write(durable=True)
         if self.mode == "file":
             return self.write(durable=False)
-        self.unclaim()
         return []
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
         added: list[Job] = []
         try:
-            if not self._claimed:
-                self._lock.__enter__()
-            self._claimed = True
-            added = self._merge()
-            self._write_locked(durable)
+            with self._lock:
+                added = self._merge()
+                self._write_locked(durable)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
-        finally:
-            self.unclaim()
         return added
-
-    def unclaim(self) -> None:
-        """Let go of the edit lock :meth:`claim` kept (the next write lets go of it too)."""
-        if self._claimed:
-            self._claimed = False
-            self._lock.__exit__(None, None, None)
 
     def _write_locked(self, durable: bool = True) -> None:
         parts = self._all_parts()
@@ -211,19 +199,15 @@ class QueueWriter:
         or no runner at all.
         """
         try:
-            if not self._claimed:
-                self._lock.__enter__()
-            self._claimed = True
-            added = self._merge()
-            if added and take_more:
-                return added
-            self._write_locked()
-            if release is not None:
-                release()
+            with self._lock:
+                added = self._merge()
+                if added and take_more:
+                    return added
+                self._write_locked()
+                if release is not None:
+                    release()
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
-        finally:
-            self.unclaim()
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -231,32 +215,49 @@ class QueueWriter:
 
     def claim(self, job: Job) -> list[Job]:
         """Before ``job`` starts: take in the edits and additions made to the file, and mark
-        ``job`` running, all under the edit lock — an edit either reaches the job now or
-        sees it running and is refused (see :mod:`spacrq.queue.edits`).
-
-        The lock is kept until the file (or, for a large queue, the journal) says so:
-        the :meth:`commit` before the job starts lets go of it (one lock taken per job,
-        not two), as does :meth:`unclaim` when the job ended before it started."""
+        ``job`` running in the journal, all under the edit lock — an edit either reaches
+        the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`).
+        The lock is not kept while the job is prepared: preparing may wait for its
+        output folders' run status, and an edit must never wait for that."""
         added: list[Job] = []
         try:
-            if not self._claimed:
-                self._lock.__enter__()
-            self._claimed = True
-            added = self._merge()
-            job.status = STATUS_RUNNING  # (journalled with the job's start, under this lock)
-            self._stale.add(id(job))
-            if self.journal is None:
-                self._write_locked(durable=False)
+            with self._lock:
+                added = self._merge()
+                job.status = STATUS_RUNNING
+                self.touch(job, ("status",))
+                if self.journal is None:
+                    self._write_locked(durable=False)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
-            self.unclaim()
         return added
 
     def prepare(self) -> None:
         """Make the next replace's temporary file now (the runner calls it once a job was
-        sent, so the replace before the next job is one write and one rename)."""
+        sent, so the replace before the next job is one write and one rename), and see
+        that the journal is still the file at its path."""
+        if self.journal is not None and not self.journal.still_there():
+            self._journal_lost()
         if self.mode == "file":
             self._replacer.prepare()
+
+    def _journal_lost(self) -> None:
+        """Somebody removed or replaced the journal while the queue runs: what was written
+        to it since the last checkpoint is in memory; a new journal is started and the
+        whole file written durably at the next commit, so nothing is lost."""
+        lost = self.journal.file if self.journal is not None else None
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        note = (f"the journal {lost} was removed or replaced while the queue ran; the queue "
+                "file was written in full and a new journal started, so nothing was lost")
+        print(f"spacrq: {note}", file=sys.stderr, flush=True)
+        self.notes.append(note)
+        try:
+            self.journal = Journal(self.queue, self.path, durable=self.durable)
+        except OSError as exc:
+            self._failed(exc, "open the journal")  # then every commit is a durable file write
+            return
+        self._lines = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))  # checkpoint next
 
     def tidy(self) -> None:
         """Let go of the files replaced (the runner calls it once a job ran a while)."""
@@ -279,7 +280,6 @@ class QueueWriter:
                 f"({self.problem}); it shows the queue as it was then, and {where}")
 
     def close(self) -> None:
-        self._claimed = False  # (closing the lock's file lets go of it)
         if self.journal is not None:
             self.journal.close()
             self.journal = None

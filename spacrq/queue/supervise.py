@@ -29,9 +29,10 @@ job changes in it (``env_set``, ``env_unset``; a request with ``env`` gives
 the whole environment of that job), and a job is sent ahead (``hold``) and
 started by a one-line ``{"go": key}`` once its "running" is in the queue file.
 A request may name the runner's journal (``"sync": path``): it is fsync'd
-here right after the job started, and the job's end is then fsync'd in its
-exit record (see :class:`_Syncs`); a failure to do so comes back as
-``"sync_error"`` in the job's next answer.
+here, on a thread, while the job is readied and the runner replaces its
+queue file, and the job starts only once that fsync was made (see
+:class:`_Syncs`); a failure to make it comes back as ``"sync_error"`` in
+the job's first answer.
 
 It also stops what a job left running in its process group before it
 answers, so jobs never overlap even across a runner's death.
@@ -295,23 +296,23 @@ def _fsync(fd: int, path: str) -> str:
 
 
 class _Syncs:
-    """The fsyncs of a run, made in order on a thread of their own, off the jobs' way.
+    """The fsyncs of the runner's journal, made on a thread of their own.
 
-    The runner writes a job's end and the next job's start to its journal
-    and sends the job (``"sync": path``); right after starting it, this
-    process queues an fsync of that journal, and when the job ends, one of
-    its exit record.  One thread makes them in the order queued, so a job's
-    start is durable before its end is; and :meth:`settle` — called before
-    the next job starts — waits until every one was made, so a job's end is
-    durable before the next job starts.  The job, the runner's handling of
-    its end and these writes overlap: nobody waits for a disk between two
-    jobs unless the disk is slower than both.  The journal is opened once,
-    never created and never through a link.
+    The runner writes a job's end and the next job's start to its journal,
+    then sends the next job (``"sync": path``) and replaces its queue file.
+    The fsync is queued as the request arrives, so it is made while this
+    process opens the job's log and the runner writes its file; and
+    :meth:`settle`, called just before the job starts, waits until it was
+    made.  So the last job's end and this one's start are durable before
+    the job starts, as when the runner made the fsync itself, but nobody
+    waits for the disk unless it is slower than those two.  The journal is
+    opened once (again when another file is at its path), never created
+    and never through a link.
     """
 
     def __init__(self) -> None:
         self.path, self.fd = "", -1
-        self._queued: list[tuple[int, str, bool]] = []
+        self._queued: list[tuple[int, str]] = []
         self._pending = 0
         self._problems: list[str] = []
         self._cv = threading.Condition()
@@ -319,29 +320,30 @@ class _Syncs:
 
     def journal(self, path: str) -> str:
         """Queue an fsync of the runner's journal at ``path``; '' or why it cannot be."""
-        if path != self.path or self.fd < 0:
+        if self.fd >= 0 and (path != self.path or not self._still_there()):
             self.settle()  # (nothing queued may still use the old descriptor)
             self.close_journal()
+        if self.fd < 0:
             try:
                 self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
             except OSError as exc:
                 return f"could not open {path} ({exc.strerror or exc})"
             self.path = path
-        self._put(self.fd, path, False)
-        return ""
-
-    def record(self, fd: int, path: str) -> None:
-        """Queue an fsync of an exit record; ``fd`` is closed once it is made."""
-        self._put(fd, path, True)
-
-    def _put(self, fd: int, path: str, close: bool) -> None:
         with self._cv:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fsync", daemon=True)
                 self._thread.start()
-            self._queued.append((fd, path, close))
+            self._queued.append((self.fd, path))
             self._pending += 1
             self._cv.notify_all()
+        return ""
+
+    def _still_there(self) -> bool:
+        """Whether the journal opened is still the file at its path (not removed, replaced)."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except OSError:
+            return False
 
     def settle(self) -> str:
         """Wait until every queued fsync was made; why any failed since the last call ('')."""
@@ -356,14 +358,10 @@ class _Syncs:
             with self._cv:
                 while not self._queued:
                     self._cv.wait()
-                fd, path, close = self._queued.pop(0)
+                fd, path = self._queued.pop(0)
             problem = "the fsync was never made"
             try:  # (whatever happens, settle() is told: a job must never wait for ever)
                 problem = _fsync(fd, path)
-                if close:
-                    os.close(fd)
-            except BaseException as exc:  # noqa: BLE001 — said, and the next job goes on
-                problem = problem or f"{type(exc).__name__}: {exc}"
             finally:
                 with self._cv:
                     if problem:
@@ -383,6 +381,12 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
+    told: dict = {}
+    sync = request.get("sync") if syncs is not None else None
+    if isinstance(sync, str) and sync:  # made while the job is readied (see _Syncs)
+        unsynced = syncs.journal(sync)
+        if unsynced:
+            told["sync_error"] = unsynced
     try:
         log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                          | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -412,11 +416,10 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
             os.close(log_fd)
         _note(log, "# spacrq: not started: the runner took it back before it began\n")
         return following
-    told: dict = {}
-    if syncs is not None:  # the last job's end durable before this one starts
+    if syncs is not None:  # the journal durable before the job starts
         late = syncs.settle()
         if late:
-            told["sync_error"] = late
+            told["sync_error"] = "; ".join(filter(None, (told.get("sync_error"), late)))
     if not problem:
         try:
             popen = _spawn(request["argv"], log_fd, cwd, env)
@@ -439,14 +442,6 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _record(record, dict(base, pid=popen.pid, started=started, supervisor=os.getpid(),
                              before=request.get("before") or {},
                              folders=request.get("folders") or []), False, record_fd)
-        # While the job starts: the runner's journal durable (the last job's end and this
-        # one's start are in it), which the runner would otherwise wait for before "go".
-        sync = request.get("sync") if syncs is not None else None
-        sync = sync if isinstance(sync, str) and sync else None
-        if sync is not None:
-            problem = syncs.journal(sync)
-            if problem:
-                told["sync_error"] = problem
         if not _ended_within(popen.pid, announce):
             _answer(out, dict(told, pid=popen.pid, started=started))
             told = {}
@@ -455,18 +450,15 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
         answer = dict(told, exit=code, finished=finished, pid=popen.pid, started=started)
         # A job that succeeded and left nothing behind is told before it is written down:
-        # the runner's handling of its end and this record overlap, and the record is
-        # durable before the next job starts (this process reads that job only after).
-        # A failure is written down first: the runner reads its log to tell why it
-        # failed, and its own notes come after this one.
+        # the runner makes its end durable in its journal before the next job starts,
+        # so the two writes overlap (the record is for a runner that died, and this
+        # process writes it either way).  A failure is written down first: the runner
+        # reads its log to tell why it failed, and its own notes come after this one.
         early = code == 0 and not orphaned and not _group_exists(popen.pid)
         if early:
             _answer(out, answer)
         end = dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak)
-        _record(record, end, orphaned or (sync is not None and record_fd < 0), record_fd)
-        if sync is not None and record_fd >= 0 and not orphaned:
-            syncs.record(record_fd, record)  # (durable before the next job starts)
-            record_fd = -1
+        _record(record, end, orphaned, record_fd)
         _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
         left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
         if left:

@@ -182,3 +182,11 @@ def test_running_a_missing_file_creates_nothing(tmp_path, capsys):
     with pytest.raises(QueueError, match="queue file not found"):
         serve(tmp_path / "typo.queue.json")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["status", "run", "resume", "validate"])
+def test_a_folder_where_the_journal_goes_is_one_sentence_for_every_command(qfile, capsys,
+                                                                           command):
+    (logs_dir(qfile) / "journal.jsonl").mkdir(parents=True)
+    _bad(capsys, ["queue", command, str(qfile)], "journal")
+    assert json.loads(qfile.read_text())["jobs"][0]["status"] == "pending"  # (untouched)

@@ -16,7 +16,7 @@ from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
 from spacrq.queue.edits import (EditInvalid, EditMissing, EditRefused, edit_job, take_edits)
 from spacrq.queue.persist import QueueWriter
 from spacrq.queue.runner import start_runner
-from spacrq.queue.store import edit_lock, logs_dir
+from spacrq.queue.store import edit_lock, edit_queue, logs_dir
 from spacrq.watching import Code
 from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
 
@@ -217,11 +217,8 @@ def test_an_edit_before_the_runner_claims_a_job_reaches_it_and_after_is_refused(
         edit_job(path, "b", {"label": "in time"})
         writer.claim(queue.find("b"))
         assert queue.find("b").label == "in time"  # taken into the runner's memory
-        assert writer._claimed  # the edit lock is kept until the file says "running"…
-        writer.commit()  # …which the commit before the job starts writes, and lets go
-        assert not writer._claimed
         with pytest.raises(EditRefused):
-            edit_job(path, "b", {"label": "too late"})  # the file says it is running
+            edit_job(path, "b", {"label": "too late"})  # the journal says it is running
         assert load_queue(path).find("b").status == "running"
     finally:
         writer.close()
@@ -257,3 +254,35 @@ def test_the_detached_runner_runs_the_edited_job(tmp_path):
     saved = load_queue(path)
     assert [j.status for j in saved.jobs] == ["success", "success"]
     assert saved.find("next").settings == {"argv": ["touch", "new.ran"]}
+
+
+def test_an_edit_never_waits_for_the_runner_preparing_a_job(tmp_path, monkeypatch):
+    """Preparing a job may wait (its output folders' run-status files, another program
+    holding them); the edit lock is not held meanwhile, so an add goes through at once."""
+    from spacrq.queue import engine
+    from spacrq.queue.locks import EditLock
+
+    path = _queue(tmp_path, _cmd("a"), _cmd("b"))
+    preparing, release = threading.Event(), threading.Event()
+    real = engine._Run.prepare
+
+    def slow_prepare(self, i, job):
+        if job.id == "b":
+            preparing.set()
+            release.wait(30)
+        return real(self, i, job)
+
+    monkeypatch.setattr(engine._Run, "prepare", slow_prepare)
+    ran = threading.Thread(target=run_queue, args=(load_queue(path), path))
+    ran.start()
+    try:
+        assert preparing.wait(30)
+        with EditLock(logs_dir(path), wait=2.0):  # refused after 2 s if the runner held it
+            pass
+        edit_queue(path, lambda queue: queue.add(_cmd("c")))  # `queue add` takes the same lock
+    finally:
+        release.set()
+        ran.join(60)
+    assert not ran.is_alive()
+    assert [(j.id, j.status) for j in load_queue(path).jobs] == [
+        ("a", "success"), ("b", "success"), ("c", "success")]

@@ -233,12 +233,11 @@ def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_
         held.close()
 
 
-def test_the_supervisor_makes_the_journal_durable_as_a_job_starts_and_its_end_before_the_next(
-        tmp_path, monkeypatch):
-    """The runner no longer waits for a disk between two jobs: the supervisor fsyncs the
-    runner's journal right after it started a job, and the job's exit record when it
-    ended, on a thread of its own — and starts the next job only once both were made,
-    even when the disk is slow."""
+def test_the_supervisor_makes_the_journal_durable_before_the_job_starts(tmp_path, monkeypatch):
+    """The runner no longer waits for a disk before "go": the supervisor fsyncs the
+    runner's journal (the last job's end, this one's start) on a thread of its own while
+    it readies the job, and starts the job only once that fsync was made — even when
+    the disk is slow, and even when "go" came first."""
     from spacrq.queue import supervise
 
     journal = tmp_path / "journal.jsonl"
@@ -251,26 +250,44 @@ def test_the_supervisor_makes_the_journal_durable_as_a_job_starts_and_its_end_be
         return real_spawn(argv, *args)
 
     def slow_fsync(fd, path):
-        if path.endswith("a.exit.jsonl"):
-            time.sleep(0.2)  # a slow disk: the next job must wait for this one
+        time.sleep(0.2)  # a slow disk: the job must wait for it
         problem = real_fsync(fd, path)
         events.append(("durable", Path(path).name))
         return problem
 
     monkeypatch.setattr(supervise, "_spawn", spawn)
     monkeypatch.setattr(supervise, "_fsync", slow_fsync)
-    first = _request(tmp_path, "a", [TOUCH, str(tmp_path / "a")], sync=str(journal))
-    second = _request(tmp_path, "b", [TOUCH, str(tmp_path / "b")], sync=str(journal))
+    requests = [_request(tmp_path, name, [TOUCH, str(tmp_path / name)], sync=str(journal),
+                         hold=True) for name in ("a", "b")]
     out = io.BytesIO()
     syncs = supervise._Syncs()
-    for request in (first, second):
-        supervise.supervise(request, out, os.getppid(), syncs=syncs)
-    assert syncs.settle() == ""
+    for request in requests:  # "go" is there at once: only the fsync holds the job back
+        supervise.supervise(request, out, os.getppid(), requests=iter([{"go": request["key"]}]),
+                            syncs=syncs)
     syncs.close_journal()
-    assert events == [("start", "a"), ("durable", "journal.jsonl"), ("durable", "a.exit.jsonl"),
-                      ("start", "b"), ("durable", "journal.jsonl"), ("durable", "b.exit.jsonl")]
+    assert events == [("durable", "journal.jsonl"), ("start", "a"),
+                      ("durable", "journal.jsonl"), ("start", "b")]
     answers = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [a["exit"] for a in answers] == [0, 0] and not any("sync_error" in a for a in answers)
+
+
+def test_a_journal_removed_or_replaced_is_synced_again_as_the_file_at_its_path(tmp_path):
+    from spacrq.queue import supervise
+
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text("")
+    syncs = supervise._Syncs()
+    try:
+        assert syncs.journal(str(journal)) == "" and syncs.settle() == ""
+        journal.unlink()
+        journal.write_text("")  # a new file at the path (the runner started its journal again)
+        assert syncs.journal(str(journal)) == "" and syncs.settle() == ""
+        assert os.fstat(syncs.fd).st_ino == journal.stat().st_ino  # the new file is synced
+        journal.unlink()
+        assert "could not open" in syncs.journal(str(journal))  # said, never created
+        assert not journal.exists()
+    finally:
+        syncs.close_journal()
 
 
 def test_a_journal_the_supervisor_cannot_sync_is_said_in_the_jobs_answer(tmp_path):
@@ -306,31 +323,3 @@ def test_when_the_supervisor_cannot_sync_the_runner_does_and_says_so(tmp_path, m
     assert "could not sync (in the job's supervisor) the journal of" in err
     assert any("everything was saved since" in note for note in result.notes)
     assert not result.save_problem
-
-
-def test_the_edit_lock_a_claim_keeps_is_let_go_of_by_every_way_a_job_goes_on(tmp_path):
-    """claim() keeps the edit lock until the file says "running" (the commit before the
-    job starts); a job that ends before it starts, a write and the last write let go too."""
-    queue = Queue(name="night")
-    for i in range(4):
-        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
-    writer = QueueWriter(queue, path, durable=False, mode="file")
-
-    def free() -> bool:
-        try:
-            with EditLock(logs_dir(path), wait=0):
-                return True
-        except QueueError:
-            return False
-    try:
-        writer.start()
-        for job, then in zip(queue.jobs, (writer.commit, writer.unclaim, writer.write,
-                                          writer.finish)):
-            writer.claim(job)
-            assert not free()  # an edit waits until the file says "running"
-            then()
-            assert free()
-    finally:
-        writer.close()

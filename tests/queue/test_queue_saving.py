@@ -166,3 +166,38 @@ def test_a_file_where_the_logs_folder_goes_is_one_sentence_before_anything_runs(
     with pytest.raises(QueueError, match="could not create the logs folder"):
         run_queue(queue, path, runner=ok_runner())
     assert load_queue(path).jobs[0].status == "pending"
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_journal_removed_or_replaced_mid_run_loses_nothing(tmp_path, how):
+    """Somebody cleans the logs folder while a large queue runs: the transitions written
+    to the old journal since the last checkpoint are in the runner's memory; the file is
+    written in full at the next commit and a new journal started, and the summary says so."""
+    from spacrq.queue.persist import QueueWriter
+    from spacrq.queue.store import journal_path
+
+    queue, path = _queue(tmp_path, n=4)
+    writer = QueueWriter(queue, path, mode="journal")
+    try:
+        writer.start()
+        for job in queue.jobs[:2]:
+            job.status = "success"
+            writer.touch(job, ["status"])
+            writer.commit()
+        assert [j.status for j in load_queue(path).jobs][:2] == ["success", "success"]
+        journal = journal_path(path)
+        journal.unlink()
+        if how == "replaced":
+            journal.write_text("")
+        writer.prepare()  # (the runner's look once a job was sent)
+        queue.jobs[2].status = "success"
+        writer.touch(queue.jobs[2], ["status"])
+        writer.commit()
+        on_disk = json.loads(path.read_text())  # the file alone, no journal folded in
+        assert [j["status"] for j in on_disk["jobs"]] == ["success"] * 3 + ["pending"]
+        assert any("removed or replaced" in note for note in writer.notes)
+        queue.jobs[3].status = "success"
+        writer.touch(queue.jobs[3], ["status"])  # the new journal takes the next line
+        assert [j.status for j in load_queue(path).jobs] == ["success"] * 4
+    finally:
+        writer.close()
