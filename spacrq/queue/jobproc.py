@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import orjson
+import psutil
 
 from spacrq.modules import ModuleSpec
 from spacrq.modules.spacr import cli_argv, is_spacr
@@ -260,6 +261,28 @@ class Supervisor:
     def abandon(self) -> None:
         self._owed += 1
 
+    def lost(self) -> None:
+        """The supervisor died or cannot be talked to: let go of it (killed, reaped), so the
+        next job starts one of its own instead of writing to a dead pipe."""
+        popen, self.popen = self.popen, None
+        self._buffer, self._owed, self._base_env = b"", 0, None
+        if popen is None:
+            return
+        try:
+            popen.kill()
+        except OSError:
+            pass
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for pipe in (popen.stdin, popen.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+
     def close(self, timeout: float = 30.0) -> None:
         """Let the supervisor end (it finishes a job it still watches first)."""
         if self.popen is None:
@@ -333,21 +356,38 @@ class ProcessRunner:
         sync = self.sync() if self.sync is not None else None
         if sync:
             request["sync"] = sync
-        self.supervisor.send(request, ready)
-        attempt = _Attempt()
-        try:
-            if self.meanwhile is not None:
-                self.meanwhile()
-            end = self._watch(job, attempt, log_path, grace)
-        except BaseException:
-            if attempt.ref is None and not attempt.ended:  # named within a moment: to stop it
-                self._next(job, attempt, 1.0)
-            ref = attempt.ref  # never leave a job running behind the runner's back:
-            if ref is not None and not attempt.ended and ref.alive():
-                stop_group(ref.pid, grace, started=ref.started)
-            if not attempt.ended:
-                self.supervisor.abandon()  # its end is still to come
-            raise
+        for chance in (1, 2):  # a second only when the first supervisor died before the job
+            attempt = _Attempt()
+            try:
+                self.supervisor.send(request, ready)
+                if self.meanwhile is not None:
+                    self.meanwhile()
+                end = self._watch(job, attempt, log_path, grace)
+            except SupervisorLost as exc:
+                self.supervisor.lost()  # the next job gets a supervisor of its own
+                ref = attempt.ref or _started_anyway(job, log_path)
+                if ref is None and chance == 1:  # it never started: start it now, once
+                    ready = None  # (its "running" is on disk already)
+                    _log(log_path, f"# spacrq: {exc} before it started this job; starting it "
+                                   "again under a new supervisor\n")
+                    continue
+                if ref is not None and not attempt.ended and ref.alive():
+                    stop_group(ref.pid, grace, started=ref.started)  # never unwatched
+                raise
+            except BaseException:
+                if attempt.ref is None and not attempt.ended:  # named within a moment
+                    try:
+                        self._next(job, attempt, 1.0)
+                    except SupervisorLost:
+                        self.supervisor.lost()
+                    attempt.ref = attempt.ref or _started_anyway(job, log_path)
+                ref = attempt.ref  # never leave a job running behind the runner's back:
+                if ref is not None and not attempt.ended and ref.alive():
+                    stop_group(ref.pid, grace, started=ref.started)
+                if not attempt.ended and self.supervisor.popen is not None:
+                    self.supervisor.abandon()  # its end is still to come
+                raise
+            break
         if end.get("not_started"):
             raise JobNotStarted(str(end.get("error") or f"exited with code {end['exit']}"))
         return int(end["exit"])
@@ -411,6 +451,25 @@ class ProcessRunner:
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()
+
+
+def _started_anyway(job: Job, log_path: str) -> ProcessRef | None:
+    """The job's process when its supervisor died and never named it to the runner: from
+    its exit record, else found by the environment it was given (``SPACRQ_JOB_LOG``,
+    for a supervisor that died between starting it and writing that down); None when
+    no such process exists, so the job never started."""
+    ref = _recorded_start(log_path, job.started)
+    if ref is not None:
+        return ref
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            env = proc.environ()
+            if env.get("SPACRQ_JOB_LOG") == log_path and env.get("SPACRQ_JOB_ID") == job.id:
+                leader = os.getpgid(proc.pid)  # the job leads its own group
+                return ProcessRef.of(leader)
+        except (psutil.Error, OSError):
+            continue
+    return None
 
 
 def _recorded_start(log_path: str, key: str) -> ProcessRef | None:

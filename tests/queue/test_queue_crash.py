@@ -247,3 +247,69 @@ def test_sigkill_the_instant_a_job_was_reaped_records_it_and_never_reruns_it(tmp
     result = resume_queue(path)
     assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
     assert [ln for ln in _trace(tmp_path) if ln.startswith("start:")].count("start:j0") == 1
+
+
+def _supervisor_of(runner_pid: int) -> int | None:
+    """The runner's job supervisor, once it runs."""
+    try:
+        children = psutil.Process(runner_pid).children()
+    except psutil.NoSuchProcess:
+        return None
+    return next((c.pid for c in children if "spacrq.queue.supervise" in " ".join(c.cmdline())),
+                None)
+
+
+def test_a_supervisor_killed_before_it_named_its_job_leaves_nothing_running(tmp_path,
+                                                                           monkeypatch):
+    """The job's supervisor dies while the job runs and before the runner knew its pid: the
+    runner finds the job by its exit record and stops it (jobs never overlap, nothing
+    runs unwatched), records that the outcome is unknown, and the next job runs under a
+    supervisor of its own."""
+    monkeypatch.setenv("SPACRQ_QUEUE_ANNOUNCE_AFTER", "60")
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    path = _queue(tmp_path, [
+        Job(module="command", id="long", cwd=str(tmp_path),
+            settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),
+        _traced("next", tmp_path, 0.01)])
+    ref = start_runner(path)
+    try:
+        pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
+        os.kill(wait_until(lambda: _supervisor_of(ref.pid), what="the supervisor"),
+                signal.SIGKILL)
+    finally:
+        _reap(ref.pid)
+    assert not is_alive(pid)  # stopped, not left running beside the next job
+    long, nxt = load_queue(path).jobs
+    assert long.status == "failed" and long.failure_kind == "SupervisorLost"
+    assert "unknown" in Path(long.log_path).read_text()
+    assert nxt.status == "success" and _trace(tmp_path) == ["start:next", "end:next"]
+
+
+def test_jobs_after_a_supervisor_died_run_under_a_new_one(tmp_path):
+    """A supervisor that died between jobs (the OOM killer, a stray kill): the next job was
+    never started by it, so it is started under a new supervisor, its log says so, and
+    every job of the queue succeeds — none is failed for a death it never saw."""
+    from spacrq.queue import run_queue
+    from spacrq.queue.jobproc import Supervisor
+
+    path = _queue(tmp_path, [_traced(f"j{i}", tmp_path, 0.01) for i in range(3)])
+    supervisor = Supervisor()
+    supervisor.warm()
+    first = supervisor.popen.pid
+    killed = []
+
+    def kill_it_after_the_first(event):  # the supervisor dies before the second job
+        if event.event == "job_finished" and event.job_id == "j0":
+            os.kill(first, signal.SIGKILL)  # dead, not reaped yet: its pipe is the first sign
+            wait_until(lambda: psutil.Process(first).status() == psutil.STATUS_ZOMBIE,
+                       what="the supervisor's death")
+            killed.append(first)
+
+    result = run_queue(load_queue(path), path, on_progress=kill_it_after_the_first,
+                       supervisor=supervisor)
+    assert killed and result.ok
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
+    starts = [ln for ln in _trace(tmp_path) if ln.startswith("start:")]
+    assert starts == ["start:j0", "start:j1", "start:j2"]  # each once
+    assert "new supervisor" in Path(load_queue(path).jobs[1].log_path).read_text()
+
