@@ -7,6 +7,8 @@ listed on their own, because none of them is a success.
 """
 from __future__ import annotations
 
+import os
+
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -133,6 +135,9 @@ class QueueResult:
         for job in self.failed:
             kind = job.failure_kind or "JobFailure"
             message = job.error.split(" (exit code")[0].split(" (log ")[0]
+            if job.log_path and job.log_path in message:  # its own log: the same problem
+                message = message.replace(job.log_path,
+                                          os.path.join(os.path.dirname(job.log_path), "…"))
             groups.setdefault(kind, OrderedDict()).setdefault(message, []).append(job)
         return groups
 

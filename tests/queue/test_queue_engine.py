@@ -365,3 +365,23 @@ def test_a_notify_command_that_cannot_start_is_a_note_not_a_crash(tmp_path):
     result = run_queue(queue, path, runner=Script())
     assert result.ok and any("notify command could not start" in n for n in result.notes)
     assert "notify command could not start" in result.summary()
+
+
+def test_jobs_that_fail_the_same_way_on_their_own_logs_are_one_group():
+    """"could not open its log …/03_c.log" is one problem for fifteen jobs (a read-only
+    logs folder), not fifteen: each job's own log path does not split the group."""
+    from spacrq.queue.summary import QueueResult
+
+    queue = Queue(name="night")
+    for i in range(3):
+        job = _cmd(f"j{i}")
+        job.status, job.failure_kind = "failed", "NotStarted"
+        job.log_path = f"/lab/night_logs/0{i + 1}_j{i}.log"
+        job.error = (f"could not open its log {job.log_path} (Permission denied) (exit code "
+                     f"127; log {job.log_path})")
+        queue.jobs.append(job)
+    groups = QueueResult(queue=queue).grouped_failures()
+    assert list(groups) == ["NotStarted"]
+    [(message, jobs)] = groups["NotStarted"].items()
+    assert message == "could not open its log /lab/night_logs/… (Permission denied)"
+    assert [j.id for j in jobs] == ["j0", "j1", "j2"]
