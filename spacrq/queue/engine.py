@@ -13,10 +13,8 @@ The rules a night nobody watches depends on:
 * ``on_error="stop"`` halts at the first failure; ``continue`` runs what does
   not depend on it, until ``max_consecutive_failures`` in a row says the
   problem is systematic (a missing share) rather than twelve accidents.
-* Each transition is in the file before the next job starts (the file itself
-  for a small queue, its journal for a large one: :mod:`spacrq.queue.persist`),
-  and a job's end is durable before the next job starts (made so by the job
-  supervisor, which fsyncs the journal and the exit records off the runner's way),
+* Each transition is on disk before the next job starts (the file itself for
+  a small queue, its journal for a large one: :mod:`spacrq.queue.persist`),
   so a crash or reboot loses nothing and :func:`resume_queue` carries on; a
   save that fails never ends the night (the state stays in memory and is
   written at the next save that succeeds).
@@ -109,10 +107,7 @@ class _Run:
         self.processes = ProcessRunner(control=control, on_spawn=self._spawned,
                                        heartbeat=heartbeat,
                                        supervisor=supervisor or Supervisor(),
-                                       meanwhile=self._meanwhile, idle=self._idle,
-                                       sync=self.writer.hand_sync if self.writer else None,
-                                       on_sync_error=self.writer.sync_failed
-                                       if self.writer else None)
+                                       meanwhile=self._meanwhile, idle=self._idle)
         if runner is None and any(j.status != STATUS_SUCCESS for j in queue.jobs):
             self.processes.supervisor.warm()
         self.total = len(queue.jobs)

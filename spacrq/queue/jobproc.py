@@ -331,11 +331,6 @@ class ProcessRunner:
     supervisor: Supervisor = field(default_factory=Supervisor)
     meanwhile: Callable[[], None] | None = None
     idle: Callable[[], None] | None = None
-    #: The runner's journal, for the supervisor to make durable as the job starts (None:
-    #: the runner makes it durable itself, before it says "go"); asked once per attempt.
-    sync: Callable[[], str | None] | None = None
-    #: Told why the supervisor could not make the journal durable.
-    on_sync_error: Callable[[str], None] | None = None
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
             log_path: str, *, before: dict | None = None, folders: list | None = None,
@@ -353,9 +348,6 @@ class ProcessRunner:
                    "env_changes": job_env_changes(job, settings, spec, log_path), "log": log_path,
                    "record": exit_record_path(log_path), "grace": grace,
                    "before": before or {}, "folders": folders or []}
-        sync = self.sync() if self.sync is not None else None
-        if sync:
-            request["sync"] = sync
         for chance in (1, 2):  # a second only when the first supervisor died before the job
             attempt = _Attempt()
             try:
@@ -397,8 +389,6 @@ class ProcessRunner:
         answer = self.supervisor.answer(timeout)
         if answer is None:
             return None
-        if answer.get("sync_error") and self.on_sync_error is not None:
-            self.on_sync_error(str(answer["sync_error"]))
         if "exit" in answer:
             attempt.ended = True
             return answer

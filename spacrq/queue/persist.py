@@ -4,9 +4,7 @@ Two modes, chosen when the run starts (see :mod:`spacrq.queue.store` for
 why).  In both, each change is a journal line and :meth:`QueueWriter.commit`
 — before a job starts, and when the queue ends — makes them durable with one
 fsync (a group commit: a job's end and the next job's start, one fsync per
-job; before a job the supervisor runs, the supervisor makes it, right after
-starting the job — :meth:`QueueWriter.hand_sync`, :mod:`spacrq.queue.supervise`).
-``"file"`` — queues of up to :data:`~spacrq.queue.store.DIRECT_MAX_JOBS`
+job).  ``"file"`` — queues of up to :data:`~spacrq.queue.store.DIRECT_MAX_JOBS`
 jobs — then also replaces the queue file (atomically; its own fsync waits
 for the next checkpoint), so the file alone shows every status as it
 stands; ``"journal"`` replaces the file only at checkpoints.  Checkpoints
@@ -87,8 +85,6 @@ class QueueWriter:
         self.notes: list[str] = []
         self._failed_at = ""
         self.journal: Journal | None = None
-        self._handed = False      # the journal's fsync before the next job is the supervisor's
-        self._hand_over = durable  # …until it once failed to do it
         self._lines = 0
         self._last_write = time.monotonic()
         try:  # both modes make each transition durable with one fsync'd journal line
@@ -111,40 +107,18 @@ class QueueWriter:
         elif sync:
             self.commit()
 
-    def hand_sync(self) -> str | None:
-        """The journal, for the job's supervisor to fsync as it starts the job (None: the
-        runner does it).  The next :meth:`commit` then leaves the fsync to the supervisor."""
-        if self.journal is None or not self._hand_over:
-            return None
-        self._handed = True
-        return str(self.journal.file)
-
-    def sync_failed(self, reason: str) -> None:
-        """The supervisor could not make the journal durable: from now on the runner does."""
-        self._hand_over = False
-        self._failed(OSError(reason), "sync (in the job's supervisor) the journal of")
-        if self.journal is not None:
-            try:
-                self.journal.flush()
-            except OSError as exc:
-                self._failed(exc, "sync the journal")
-
     def commit(self) -> list[Job]:
         """Make every change so far durable; the jobs somebody added meanwhile (now queued).
 
-        One fsync of the journal makes the transitions durable — the runner's
-        own, or, before a job the supervisor was asked to sync for
-        (:meth:`hand_sync`), the supervisor's right after it started the job;
-        in ``"file"`` mode the file is then replaced (atomically, without an
-        fsync of its own) so it shows them too.  Every few hundred lines, or
-        a minute, the file itself is made durable and the journal emptied.
+        One fsync of the journal makes the transitions durable; in ``"file"``
+        mode the file is then replaced (atomically, without an fsync of its
+        own) so it shows them too.  Every few hundred lines, or a minute,
+        the file itself is made durable and the journal emptied.
         """
         if self.journal is None:
             return self.write(durable=True)
-        handed, self._handed = self._handed, False
         try:
-            if not handed:
-                self.journal.flush()
+            self.journal.flush()
         except OSError as exc:
             self._failed(exc, "sync the journal")
         due = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))

@@ -27,12 +27,7 @@ header comes with it (the supervisor opens the log for the job anyway), and
 the environment is sent whole once (``base_env``) and then only as what a
 job changes in it (``env_set``, ``env_unset``; a request with ``env`` gives
 the whole environment of that job), and a job is sent ahead (``hold``) and
-started by a one-line ``{"go": key}`` once its "running" is in the queue file.
-A request may name the runner's journal (``"sync": path``): it is fsync'd
-here, on a thread, while the job is readied and the runner replaces its
-queue file, and the job starts only once that fsync was made (see
-:class:`_Syncs`); a failure to make it comes back as ``"sync_error"`` in
-the job's first answer.
+started by a one-line ``{"go": key}`` once its "running" is on disk.
 
 It also stops what a job left running in its process group before it
 answers, so jobs never overlap even across a runner's death.
@@ -45,7 +40,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timezone
 
@@ -283,110 +277,11 @@ def _held(request: dict, requests) -> tuple[bool, dict | None]:
     return False, following if isinstance(following, dict) and "argv" in following else None
 
 
-def _fsync(fd: int, path: str) -> str:
-    """``fd`` durable; '' or why not (said on stderr, which is the runner's log)."""
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        print(f"spacrq supervisor: could not make {path} durable: {reason}", file=sys.stderr,
-              flush=True)
-        return reason
-    return ""
-
-
-class _Syncs:
-    """The fsyncs of the runner's journal, made on a thread of their own.
-
-    The runner writes a job's end and the next job's start to its journal,
-    then sends the next job (``"sync": path``) and replaces its queue file.
-    The fsync is queued as the request arrives, so it is made while this
-    process opens the job's log and the runner writes its file; and
-    :meth:`settle`, called just before the job starts, waits until it was
-    made.  So the last job's end and this one's start are durable before
-    the job starts, as when the runner made the fsync itself, but nobody
-    waits for the disk unless it is slower than those two.  The journal is
-    opened once (again when another file is at its path), never created
-    and never through a link.
-    """
-
-    def __init__(self) -> None:
-        self.path, self.fd = "", -1
-        self._queued: list[tuple[int, str]] = []
-        self._pending = 0
-        self._problems: list[str] = []
-        self._cv = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def journal(self, path: str) -> str:
-        """Queue an fsync of the runner's journal at ``path``; '' or why it cannot be."""
-        if self.fd >= 0 and (path != self.path or not self._still_there()):
-            self.settle()  # (nothing queued may still use the old descriptor)
-            self.close_journal()
-        if self.fd < 0:
-            try:
-                self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-            except OSError as exc:
-                return f"could not open {path} ({exc.strerror or exc})"
-            self.path = path
-        with self._cv:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fsync", daemon=True)
-                self._thread.start()
-            self._queued.append((self.fd, path))
-            self._pending += 1
-            self._cv.notify_all()
-        return ""
-
-    def _still_there(self) -> bool:
-        """Whether the journal opened is still the file at its path (not removed, replaced)."""
-        try:
-            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
-        except OSError:
-            return False
-
-    def settle(self) -> str:
-        """Wait until every queued fsync was made; why any failed since the last call ('')."""
-        with self._cv:
-            while self._pending:
-                self._cv.wait()
-            problems, self._problems = self._problems, []
-        return "; ".join(dict.fromkeys(problems))
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queued:
-                    self._cv.wait()
-                fd, path = self._queued.pop(0)
-            problem = "the fsync was never made"
-            try:  # (whatever happens, settle() is told: a job must never wait for ever)
-                problem = _fsync(fd, path)
-            finally:
-                with self._cv:
-                    if problem:
-                        self._problems.append(f"{path}: {problem}")
-                    self._pending -= 1
-                    self._cv.notify_all()
-
-    def close_journal(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-        self.path, self.fd = "", -1
-
-
 def supervise(request: dict, out, parent: int, envs: _Env | None = None,
-              requests=None, announce: float = ANNOUNCE_AFTER,
-              syncs: _Syncs | None = None) -> dict | None:
+              requests=None, announce: float = ANNOUNCE_AFTER) -> dict | None:
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
-    told: dict = {}
-    sync = request.get("sync") if syncs is not None else None
-    if isinstance(sync, str) and sync:  # made while the job is readied (see _Syncs)
-        unsynced = syncs.journal(sync)
-        if unsynced:
-            told["sync_error"] = unsynced
     try:
         log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                          | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -416,10 +311,6 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
             os.close(log_fd)
         _note(log, "# spacrq: not started: the runner took it back before it began\n")
         return following
-    if syncs is not None:  # the journal durable before the job starts
-        late = syncs.settle()
-        if late:
-            told["sync_error"] = "; ".join(filter(None, (told.get("sync_error"), late)))
     if not problem:
         try:
             popen = _spawn(request["argv"], log_fd, cwd, env)
@@ -432,7 +323,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _note(log, f"error: {problem}\n")
         finished = _now()
         _record(record, dict(base, exit_code=127, finished=finished, error=problem), False)
-        _answer(out, dict(told, exit=127, finished=finished, error=problem, not_started=True))
+        _answer(out, {"exit": 127, "finished": finished, "error": problem, "not_started": True})
         return None
     started = time.time()
     # The start record first, from this process, which outlives the runner: a runner that
@@ -443,37 +334,33 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
                              before=request.get("before") or {},
                              folders=request.get("folders") or []), False, record_fd)
         if not _ended_within(popen.pid, announce):
-            _answer(out, dict(told, pid=popen.pid, started=started))
-            told = {}
+            _answer(out, {"pid": popen.pid, "started": started})
         code, peak = _wait(popen)
         finished = _now()
         orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
-        answer = dict(told, exit=code, finished=finished, pid=popen.pid, started=started)
+        answer = {"exit": code, "finished": finished, "pid": popen.pid, "started": started}
         # A job that succeeded and left nothing behind is told before it is written down:
-        # the runner makes its end durable in its journal before the next job starts,
+        # the runner makes its end durable in its own journal before the next job starts,
         # so the two writes overlap (the record is for a runner that died, and this
         # process writes it either way).  A failure is written down first: the runner
         # reads its log to tell why it failed, and its own notes come after this one.
         early = code == 0 and not orphaned and not _group_exists(popen.pid)
         if early:
             _answer(out, answer)
-        end = dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak)
-        _record(record, end, orphaned, record_fd)
-        _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
-        left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
-        if left:
-            _note(log, f"# the job left processes running in its group after it ended; they "
-                       f"were {left}\n", log_fd)
-        if log_fd >= 0:
-            os.close(log_fd)
-            log_fd = -1
-        if not early:
-            _answer(out, answer)
+        _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak),
+                orphaned, record_fd)
     finally:
         if record_fd >= 0:
             os.close(record_fd)
-        if log_fd >= 0:
-            os.close(log_fd)
+    _note(log, f"\n# finished {finished} with exit code {code}\n", log_fd)
+    left = "" if early else _stop_leftovers(popen.pid, float(request.get("grace", 10.0)))
+    if left:
+        _note(log, f"# the job left processes running in its group after it ended; they were "
+                   f"{left}\n", log_fd)
+    if log_fd >= 0:
+        os.close(log_fd)
+    if not early:
+        _answer(out, answer)
     return None
 
 
@@ -494,16 +381,14 @@ def main() -> int:
     parent = os.getppid()
     out = sys.stdout.buffer
     envs = _Env()
-    syncs = _Syncs()
     announce = announce_after()
     requests = _requests(sys.stdin)
     request = next(requests, None)
     while request is not None:
         following = None
         if {"argv", "log", "record", "key"} <= set(request):
-            following = supervise(request, out, parent, envs, requests, announce, syncs)
+            following = supervise(request, out, parent, envs, requests, announce)
         request = following if following is not None else next(requests, None)
-    syncs.settle()  # every job's end durable before this process ends
     return 0
 
 

@@ -300,9 +300,12 @@ def test_jobs_after_a_supervisor_died_run_under_a_new_one(tmp_path):
 
     def kill_it_after_the_first(event):  # the supervisor dies before the second job
         if event.event == "job_finished" and event.job_id == "j0":
-            os.kill(first, signal.SIGKILL)  # dead, not reaped yet: its pipe is the first sign
+            os.kill(first, signal.SIGKILL)
             wait_until(lambda: psutil.Process(first).status() == psutil.STATUS_ZOMBIE,
                        what="the supervisor's death")
+            # …and, as seen right after its pipe closed, not yet known dead to poll():
+            # the dead pipe is the first sign the runner gets
+            supervisor.popen.poll = lambda: None
             killed.append(first)
 
     result = run_queue(load_queue(path), path, on_progress=kill_it_after_the_first,

@@ -3,13 +3,11 @@ disk, the file written in pieces is the file written whole, the runner's kept-op
 still the lock, and a job started the quick way gets what a Popen'd job got."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -231,95 +229,3 @@ def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_
             pass
     finally:
         held.close()
-
-
-def test_the_supervisor_makes_the_journal_durable_before_the_job_starts(tmp_path, monkeypatch):
-    """The runner no longer waits for a disk before "go": the supervisor fsyncs the
-    runner's journal (the last job's end, this one's start) on a thread of its own while
-    it readies the job, and starts the job only once that fsync was made — even when
-    the disk is slow, and even when "go" came first."""
-    from spacrq.queue import supervise
-
-    journal = tmp_path / "journal.jsonl"
-    journal.write_text('{"seq": 1}\n')
-    events: list[tuple[str, str]] = []
-    real_spawn, real_fsync = supervise._spawn, supervise._fsync
-
-    def spawn(argv, *args):
-        events.append(("start", Path(argv[-1]).name))
-        return real_spawn(argv, *args)
-
-    def slow_fsync(fd, path):
-        time.sleep(0.2)  # a slow disk: the job must wait for it
-        problem = real_fsync(fd, path)
-        events.append(("durable", Path(path).name))
-        return problem
-
-    monkeypatch.setattr(supervise, "_spawn", spawn)
-    monkeypatch.setattr(supervise, "_fsync", slow_fsync)
-    requests = [_request(tmp_path, name, [TOUCH, str(tmp_path / name)], sync=str(journal),
-                         hold=True) for name in ("a", "b")]
-    out = io.BytesIO()
-    syncs = supervise._Syncs()
-    for request in requests:  # "go" is there at once: only the fsync holds the job back
-        supervise.supervise(request, out, os.getppid(), requests=iter([{"go": request["key"]}]),
-                            syncs=syncs)
-    syncs.close_journal()
-    assert events == [("durable", "journal.jsonl"), ("start", "a"),
-                      ("durable", "journal.jsonl"), ("start", "b")]
-    answers = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [a["exit"] for a in answers] == [0, 0] and not any("sync_error" in a for a in answers)
-
-
-def test_a_journal_removed_or_replaced_is_synced_again_as_the_file_at_its_path(tmp_path):
-    from spacrq.queue import supervise
-
-    journal = tmp_path / "journal.jsonl"
-    journal.write_text("")
-    syncs = supervise._Syncs()
-    try:
-        assert syncs.journal(str(journal)) == "" and syncs.settle() == ""
-        journal.unlink()
-        journal.write_text("")  # a new file at the path (the runner started its journal again)
-        assert syncs.journal(str(journal)) == "" and syncs.settle() == ""
-        assert os.fstat(syncs.fd).st_ino == journal.stat().st_ino  # the new file is synced
-        journal.unlink()
-        assert "could not open" in syncs.journal(str(journal))  # said, never created
-        assert not journal.exists()
-    finally:
-        syncs.close_journal()
-
-
-def test_a_journal_the_supervisor_cannot_sync_is_said_in_the_jobs_answer(tmp_path):
-    gone = tmp_path / "gone" / "journal.jsonl"
-    answers = _feed([_request(tmp_path, "a", [TOUCH, str(tmp_path / "a")], sync=str(gone))])
-    assert answers[-1]["exit"] == 0 and str(gone) in answers[-1]["sync_error"]
-    assert (tmp_path / "a").exists()  # saving is never fatal: the job ran
-
-
-def test_when_the_supervisor_cannot_sync_the_runner_does_and_says_so(tmp_path, monkeypatch,
-                                                                      capfd):
-    from spacrq.queue import run_queue
-
-    queue = Queue(name="night", max_consecutive_failures=0)
-    for i in range(3):
-        queue.add(Job(module="command", id=f"j{i}", settings={"argv": [TOUCH, str(tmp_path / f"{i}")]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
-    handed: list[str] = []
-
-    def hand_sync(self):  # the first job's supervisor is given a journal it cannot open
-        if self.journal is None or not self._hand_over:
-            return None
-        self._handed = True
-        handed.append("gone" if not handed else "journal")
-        return str(tmp_path / "gone.jsonl") if len(handed) == 1 else str(self.journal.file)
-
-    monkeypatch.setattr(QueueWriter, "hand_sync", hand_sync)
-    result = run_queue(queue, path)
-    assert [j.status for j in queue.jobs] == ["success"] * 3
-    assert handed == ["gone"]  # once it failed, the runner makes the journal durable itself
-    err = capfd.readouterr().err
-    assert "could not sync (in the job's supervisor) the journal of" in err
-    assert any("everything was saved since" in note for note in result.notes)
-    assert not result.save_problem
