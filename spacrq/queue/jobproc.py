@@ -364,7 +364,10 @@ class ProcessRunner:
                                    "again under a new supervisor\n")
                     continue
                 if ref is not None and not attempt.ended and ref.alive():
-                    stop_group(ref.pid, grace, started=ref.started)  # never unwatched
+                    outcome = stop_group(ref.pid, grace, started=ref.started)
+                    _log(log_path, f"\n# spacrq: {exc} while the job ran; its processes were "
+                                   f"{outcome}, so that nothing runs unwatched (grace "
+                                   f"{grace:g}s)\n")
                 raise
             except BaseException:
                 if attempt.ref is None and not attempt.ended:  # named within a moment

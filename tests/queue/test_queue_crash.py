@@ -281,7 +281,8 @@ def test_a_supervisor_killed_before_it_named_its_job_leaves_nothing_running(tmp_
     assert not is_alive(pid)  # stopped, not left running beside the next job
     long, nxt = load_queue(path).jobs
     assert long.status == "failed" and long.failure_kind == "SupervisorLost"
-    assert "unknown" in Path(long.log_path).read_text()
+    log = Path(long.log_path).read_text()
+    assert "unknown" in log and "nothing runs unwatched" in log
     assert nxt.status == "success" and _trace(tmp_path) == ["start:next", "end:next"]
 
 
