@@ -28,6 +28,11 @@ of an older commit) the 10-job file mode of that tree is timed in the same
 rounds, run by the same interpreter through ``PYTHONPATH``: a before/after
 comparison under the same load.
 
+A ``floor`` is timed too, for the smallest size: the work file mode cannot
+leave out (a journal line fsync'd, the file replaced, the log created, the
+job spawned and waited for), done in a bare loop with no runner around it —
+what is left above it is spacrq's own per-job cost.
+
 It prints per-job time, per-job overhead above ``bare``, and the ratios
 (spacrq/tsp, and for flatness the 2000-job/10-job per-job overhead, each size
 in the mode it runs in by default — 2000-job journal over 10-job file — with
@@ -70,6 +75,45 @@ def time_bare(n: int) -> float:
     for _ in range(n):
         subprocess.Popen([TRUE]).wait()
     return time.perf_counter() - t0
+
+
+def time_floor(n: int, folder: Path) -> float:
+    """Seconds for n jobs (from the second's start, scaled) of only the work file mode cannot
+    leave out, in a bare loop: per
+    job a journal line written and fsync'd, the queue file (its real bytes) replaced
+    atomically, the job's log created, the job spawned in a session of its own into it,
+    and waited for, and its end journalled.  No runner logic, no supervisor, no Python
+    between the steps but the calls themselves: what a runner with nothing else to do
+    would cost."""
+    work = folder / f"floor{n}-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    data = _queue_file(work, n).read_bytes()
+    journal = os.open(work / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    target, temp = str(work / "q.queue.json"), str(work / ".q.tmp")
+    env = dict(os.environ)
+    t0 = time.perf_counter()
+    for i in range(n):
+        if i == 1:  # (timed from the second job, as spacrq's per-job figure is)
+            t0 = time.perf_counter()
+        os.write(journal, b'{"job":"j%d","set":{"status":"running"},"seq":%d}\n' % (i, 2 * i))
+        os.fsync(journal)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        os.replace(temp, target)
+        os.close(fd)
+        log = os.open(work / f"{i:03d}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        pid = os.posix_spawn(TRUE, [TRUE], env, setsid=True,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                                           (os.POSIX_SPAWN_DUP2, log, 1),
+                                           (os.POSIX_SPAWN_DUP2, log, 2)])
+        os.wait4(pid, 0)
+        os.close(log)
+        os.write(journal, b'{"job":"j%d","set":{"status":"success"},"seq":%d}\n' % (i, 2 * i + 1))
+    elapsed = time.perf_counter() - t0
+    os.close(journal)
+    os.close(devnull)
+    return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
 
 
 MODES = {"file": str(10 ** 9), "journal": "0"}  # SPACRQ_QUEUE_DIRECT_MAX_JOBS forcing each
@@ -157,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         # alike; a large queue runs once, in the middle round.
         samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in args.sizes}
         against: dict[int, list[float]] = {n: [] for n in args.sizes}
+        floors: list[float] = []  # the smallest size's floor, per round
         for r in range(args.repeat):
             for n in args.sizes:
                 if n > 200 and r != args.repeat // 2:
@@ -168,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                     against[n].append(time_spacrq(n, folder, "file", args.against)[2] / tsp)
                 samples[n].append((time_bare(n) / n, time_spacrq(n, folder, "file")[2],
                                    time_spacrq(n, folder, "journal")[2], tsp))
+                if n == min(args.sizes):
+                    floors.append(time_floor(n, folder) / n)
                 if args.against and n <= 200 and not r % 2:
                     against[n].append(time_spacrq(n, folder, "file", args.against)[2] / tsp)
         for n, got in samples.items():
@@ -186,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:>6} {bare * ms:7.2f} {ours * ms:7.2f} {jrnl * ms:8.2f} {tsp * ms:7.2f} "
               f"{(ours - bare) * ms:10.2f} {(jrnl - bare) * ms:10.2f} {(tsp - bare) * ms:9.2f} "
               f"{ours / tsp:9.2f} {jrnl / tsp:9.2f}")
+    floor = statistics.median(floors)
+    small_row = rows[min(rows)]
+    print(f"floor at {min(rows)} jobs (only the work file mode cannot leave out, in a bare "
+          f"loop: journal line + fsync, file replace, log, spawn, wait): {floor * ms:.2f} ms "
+          f"per job; file/floor {small_row[1] / floor:.2f}, tsp/floor {small_row[3] / floor:.2f}")
     if len(rows) >= 2:
         small, large = min(rows), max(rows)
 
