@@ -1,4 +1,5 @@
-"""The one wait-until helper of the tests that run without Qt.
+"""The one wait-until helper of the tests that run without Qt, and the two waits on
+processes the tests start detached (a runner, a job writing its pid).
 
 A test waits on a condition with a deadline, never for a fixed time: the
 condition is checked every ``interval`` seconds (a short poll of a file or a
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
+
+import psutil
 
 T = TypeVar("T")
 
@@ -25,3 +29,21 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "c
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
+
+
+def reap(pid: int, timeout: float = 60.0) -> None:
+    """Wait until the process ``pid`` (started detached by the test) has ended; one that
+    ended already is fine.  :raises psutil.TimeoutExpired: still running after ``timeout``."""
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def pid_in(file: Path) -> int | None:
+    """The pid a job wrote to ``file``, once it is there whole (created is not yet written)."""
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip() else None

@@ -363,8 +363,8 @@ class ProcessRunner:
                     _log(log_path, f"# spacrq: {exc} before it started this job; starting it "
                                    "again under a new supervisor\n")
                     continue
-                if ref is not None and not attempt.ended and ref.alive():
-                    outcome = stop_group(ref.pid, grace, started=ref.started)
+                outcome = _stop_unended(ref, attempt, grace)
+                if outcome:
                     _log(log_path, f"\n# spacrq: {exc} while the job ran; its processes were "
                                    f"{outcome}, so that nothing runs unwatched (grace "
                                    f"{grace:g}s)\n")
@@ -376,9 +376,7 @@ class ProcessRunner:
                     except SupervisorLost:
                         self.supervisor.lost()
                     attempt.ref = attempt.ref or _started_anyway(job, log_path)
-                ref = attempt.ref  # never leave a job running behind the runner's back:
-                if ref is not None and not attempt.ended and ref.alive():
-                    stop_group(ref.pid, grace, started=ref.started)
+                _stop_unended(attempt.ref, attempt, grace)
                 if not attempt.ended and self.supervisor.popen is not None:
                     self.supervisor.abandon()  # its end is still to come
                 raise
@@ -444,6 +442,14 @@ class ProcessRunner:
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()
+
+
+def _stop_unended(ref: ProcessRef | None, attempt: "_Attempt", grace: float) -> str:
+    """Stop the job's process group if it still runs and its end was not heard: a job is
+    never left running behind the runner's back.  How it was stopped, or ''."""
+    if ref is None or attempt.ended or not ref.alive():
+        return ""
+    return stop_group(ref.pid, grace, started=ref.started)
 
 
 def _started_anyway(job: Job, log_path: str) -> ProcessRef | None:

@@ -87,10 +87,17 @@ class QueueWriter:
         self.journal: Journal | None = None
         self._lines = 0
         self._last_write = time.monotonic()
-        try:  # both modes make each transition durable with one fsync'd journal line
-            self.journal = Journal(queue, self.path, durable=durable)
+        self._open_journal()  # both modes make each transition durable with one journal line
+
+    def _open_journal(self) -> bool:
+        """Start writing the journal; False when it cannot be opened (said, and from then on
+        every commit is a durable write of the whole file)."""
+        try:
+            self.journal = Journal(self.queue, self.path, durable=self.durable)
         except OSError as exc:
-            self._failed(exc, "open the journal")  # then every commit is a durable file write
+            self._failed(exc, "open the journal")
+            return False
+        return True
 
     # -- what the engine calls ------------------------------------------------------
     def touch(self, job: Job, fields: Iterable[str], sync: bool = False) -> None:
@@ -222,16 +229,15 @@ class QueueWriter:
         if self.journal is not None:
             self.journal.close()
             self.journal = None
-        note = (f"the journal {lost} was removed or replaced while the queue ran; the queue "
-                "file was written in full and a new journal started, so nothing was lost")
+        opened = self._open_journal()
+        if opened:
+            self._lines = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))  # checkpoint next
+        note = (f"the journal {lost} was removed or replaced while the queue ran; "
+                + ("the queue file was written in full and a new journal started"
+                   if opened else "the queue file is written in full at every transition "
+                                  "instead") + ", so nothing was lost")
         print(f"spacrq: {note}", file=sys.stderr, flush=True)
         self.notes.append(note)
-        try:
-            self.journal = Journal(self.queue, self.path, durable=self.durable)
-        except OSError as exc:
-            self._failed(exc, "open the journal")  # then every commit is a durable file write
-            return
-        self._lines = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))  # checkpoint next
 
     def tidy(self) -> None:
         """Let go of the files replaced (the runner calls it once a job ran a while)."""

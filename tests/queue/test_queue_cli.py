@@ -13,6 +13,7 @@ from spacrq.cli import main
 from spacrq.queue import load_queue
 from spacrq.queue.runner import RUNNER_FILE, logs_dir
 from spacrq.runfiles import write_json
+from waiting import reap, wait_until  # tests/waiting.py
 
 
 @pytest.fixture
@@ -148,18 +149,13 @@ def test_resume_of_a_finished_queue_runs_nothing_again(qfile, capsys, tmp_path):
 
 def test_run_detach_returns_at_once_and_the_runner_finishes_alone(qfile, capsys):
     import re
-    import time
     from spacrq.queue.runner import runner_state
     assert main(["queue", "run", str(qfile), "--detach", "--on-error", "stop"]) == 0
     out = capsys.readouterr().out
     pid = int(re.search(r"process (\d+)", out).group(1))
-    try:
-        psutil.Process(pid).wait(60)
-    except psutil.NoSuchProcess:
-        pass
-    deadline = time.monotonic() + 10
-    while (runner_state(qfile) or {}).get("state") != "finished" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    reap(pid)
+    wait_until(lambda: (runner_state(qfile) or {}).get("state") == "finished", timeout=10,
+               what="the runner's record to say finished")
     assert runner_state(qfile)["state"] == "finished"
     queue = load_queue(qfile)
     assert queue.jobs[0].status == "success" and queue.on_error == "stop"

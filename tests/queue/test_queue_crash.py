@@ -17,16 +17,8 @@ from spacrq.queue.runner import request_stop, runner_state, start_runner
 from spacrq.queue.store import read_queue_document
 from spacrq.queue.supervise import exit_record_path
 from spacrq.runfiles import read_jsonl
-from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
+from waiting import pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
-
-def _pid_in(file: Path) -> int | None:
-    """The pid a job wrote to ``file`` once it is there whole (created is not yet written)."""
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.strip() else None
 
 
 def _traced(jid, tmp_path, seconds=0.25):
@@ -57,12 +49,6 @@ def _running_by_trace(lines):
     ended = {ln[4:] for ln in lines if ln.startswith("end:")}
     return {j for j in started if j not in ended}
 
-
-def _reap(pid, timeout=30):
-    try:
-        psutil.Process(pid).wait(timeout)
-    except psutil.NoSuchProcess:
-        pass
 
 
 class Sampler(threading.Thread):
@@ -115,7 +101,7 @@ def test_sigkill_at_any_moment_loses_nothing_and_reruns_nothing(tmp_path, moment
         wait_until(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="the runner")
         wait_until(lambda: MOMENTS[moment](_trace(tmp_path)), what=moment)
         os.kill(ref.pid, signal.SIGKILL)
-        _reap(ref.pid)
+        reap(ref.pid)
         killed = load_queue(path)
         assert all(j.status in ("pending", "running", "success") for j in killed.jobs)
         result = resume_queue(path)
@@ -135,9 +121,9 @@ def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path
                     "while [ ! -e go ]; do sleep 0.02; done; exit 3"]})
     path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    pid = wait_until(lambda: _pid_in(tmp_path / "plate.pid"), what="the job to start")
+    pid = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
     os.kill(ref.pid, signal.SIGKILL)
-    _reap(ref.pid)
+    reap(ref.pid)
     (tmp_path / "go").write_text("")
     wait_until(lambda: not is_alive(pid), what="the job to end")
     left = load_queue(path).jobs[0]
@@ -169,16 +155,16 @@ def test_an_adopted_job_is_aborted_on_request(tmp_path, monkeypatch):
             settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),
         Job(module="command", id="after", settings={"argv": ["true"]})])
     ref = start_runner(path)
-    pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
+    pid = wait_until(lambda: pid_in(tmp_path / "long.pid"), what="the job to start")
     os.kill(ref.pid, signal.SIGKILL)
-    _reap(ref.pid)
+    reap(ref.pid)
     again = start_runner(path, resume=True)
     try:
         wait_until(lambda: (runner_state(path) or {}).get("pid") == again.pid
                  and runner_state(path).get("current_job") == "long", what="the adoption")
         request_stop(path, now=True)
     finally:
-        _reap(again.pid)
+        reap(again.pid)
     assert not is_alive(pid)
     assert [j.status for j in load_queue(path).jobs] == ["not_run", "not_run"]
     assert runner_state(path)["state"] == "aborted"
@@ -200,7 +186,7 @@ def test_a_job_not_yet_named_to_its_runner_is_adopted_when_the_runner_dies(tmp_p
     assert job.status == "running" and job.process is None  # the runner was never told
     assert examine(job).state == "running"  # …but the record tells the next runner
     os.kill(ref.pid, signal.SIGKILL)
-    _reap(ref.pid)
+    reap(ref.pid)
     monkeypatch.delenv("SPACRQ_QUEUE_ANNOUNCE_AFTER")
     result = resume_queue(path)
     assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
@@ -217,10 +203,10 @@ def test_a_runner_not_yet_told_of_its_job_still_stops_it_on_abort(tmp_path, monk
         "argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]})])
     ref = start_runner(path)
     try:
-        pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
+        pid = wait_until(lambda: pid_in(tmp_path / "long.pid"), what="the job to start")
         request_stop(path, now=True)
     finally:
-        _reap(ref.pid)
+        reap(ref.pid)
     assert not is_alive(pid)
     assert [j.status for j in load_queue(path).jobs] == ["not_run"]
 
@@ -239,7 +225,7 @@ def test_sigkill_the_instant_a_job_was_reaped_records_it_and_never_reruns_it(tmp
                                  settings={"argv": ["sh", "-c", script]}),
                              _traced("j1", tmp_path, 0.01)])
     ref = start_runner(path)
-    _reap(ref.pid)  # killed by the watcher
+    reap(ref.pid)  # killed by the watcher
     assert not is_alive(ref.pid)
     job = load_queue(path).jobs[0]
     wait_until(lambda: job.status == "success" or examine(job).state == "finished",
@@ -273,11 +259,11 @@ def test_a_supervisor_killed_before_it_named_its_job_leaves_nothing_running(tmp_
         _traced("next", tmp_path, 0.01)])
     ref = start_runner(path)
     try:
-        pid = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the job to start")
+        pid = wait_until(lambda: pid_in(tmp_path / "long.pid"), what="the job to start")
         os.kill(wait_until(lambda: _supervisor_of(ref.pid), what="the supervisor"),
                 signal.SIGKILL)
     finally:
-        _reap(ref.pid)
+        reap(ref.pid)
     assert not is_alive(pid)  # stopped, not left running beside the next job
     long, nxt = load_queue(path).jobs
     assert long.status == "failed" and long.failure_kind == "SupervisorLost"

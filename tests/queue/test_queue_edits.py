@@ -9,7 +9,6 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
@@ -18,7 +17,7 @@ from spacrq.queue.persist import QueueWriter
 from spacrq.queue.runner import start_runner
 from spacrq.queue.store import edit_lock, edit_queue, logs_dir
 from spacrq.watching import Code
-from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
+from waiting import reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 def _cmd(jid, argv=("true",), **kw):
@@ -232,12 +231,6 @@ def test_take_edits_leaves_jobs_the_runner_ran_alone():
     assert [j.settings["argv"] for j in mine.jobs] == [["true"], ["y"], ["true"]]
 
 
-def _reap(pid, timeout=60):
-    try:
-        psutil.Process(pid).wait(timeout)
-    except psutil.NoSuchProcess:
-        pass
-
 
 def test_the_detached_runner_runs_the_edited_job(tmp_path):
     path = _queue(tmp_path, _cmd("wait", ("sh", "-c", "touch started; while [ ! -e go ]; do "
@@ -249,7 +242,7 @@ def test_the_detached_runner_runs_the_edited_job(tmp_path):
         edit_job(path, "next", {"settings": {"argv": ["touch", "new.ran"]}})
     finally:
         (tmp_path / "go").write_text("")
-        _reap(ref.pid)
+        reap(ref.pid)
     assert (tmp_path / "new.ran").exists() and not (tmp_path / "old.ran").exists()
     saved = load_queue(path)
     assert [j.status for j in saved.jobs] == ["success", "success"]

@@ -6,7 +6,6 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from spacrq.procs import is_alive
@@ -14,16 +13,8 @@ from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_que
 from spacrq.queue.engine import CANCELLED
 from spacrq.queue.runner import (logs_dir, request_stop, runner_state, serve, start_runner)
 from spacrq.runfiles import read_jsonl
-from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
+from waiting import pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
-
-def _pid_in(file: Path) -> int | None:
-    """The pid a job wrote to ``file`` once it is there whole (created is not yet written)."""
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.strip() else None
 
 
 HELPERS = str(Path(__file__).resolve().parent)  # queuehelp.py: the functions python jobs run
@@ -58,12 +49,6 @@ def helpers_importable(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", job_env()["PYTHONPATH"])
     monkeypatch.syspath_prepend(HELPERS)
 
-
-def _reap(ref, timeout=30):
-    try:
-        psutil.Process(ref.pid).wait(timeout)
-    except psutil.NoSuchProcess:
-        pass
 
 
 def test_python_jobs_run_through_spacrq_run_with_partial_and_failure(tmp_path):
@@ -107,7 +92,7 @@ def test_a_second_runner_on_the_same_file_is_refused_naming_the_first(tmp_path):
         assert load_queue(path).jobs[0].status == "running"
     finally:
         (tmp_path / "go").write_text("")
-        _reap(ref)
+        reap(ref.pid, 30)
     state = runner_state(path)
     assert state["state"] == "finished" and not state["alive"]
     assert load_queue(path).jobs[0].status == "success"
@@ -122,7 +107,7 @@ def test_stop_finishes_the_running_job_and_leaves_the_rest_not_run(tmp_path):
         request_stop(path)
         (tmp_path / "go").write_text("")
     finally:
-        _reap(ref)
+        reap(ref.pid, 30)
     assert [j.status for j in load_queue(path).jobs] == ["success", "not_run", "not_run"]
     assert runner_state(path)["state"] == "stopped"
 
@@ -134,10 +119,10 @@ def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkey
                         _sh("after", "true"))
     ref = start_runner(path)
     try:
-        job_pid = wait_until(lambda: _pid_in(out / "started"), what="the job to start")
+        job_pid = wait_until(lambda: pid_in(out / "started"), what="the job to start")
         request_stop(path, now=True)
     finally:
-        _reap(ref)
+        reap(ref.pid, 30)
     jobs = load_queue(path).jobs
     assert [j.status for j in jobs] == ["not_run", "not_run"]
     assert jobs[0].error == CANCELLED
@@ -152,9 +137,9 @@ def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
                                     "while [ ! -e go ]; do sleep 0.05; done", cwd=str(tmp_path)),
                         _sh("last", "true"))
     ref = start_runner(path)
-    orphan = wait_until(lambda: _pid_in(tmp_path / "long.pid"), what="the long job to start")
+    orphan = wait_until(lambda: pid_in(tmp_path / "long.pid"), what="the long job to start")
     os.kill(ref.pid, signal.SIGKILL)
-    _reap(ref)
+    reap(ref.pid, 30)
     crashed = load_queue(path)  # the file always parses, and tells the truth
     assert [j.status for j in crashed.jobs] == ["success", "running", "pending"]
     assert runner_state(path)["state"] == "crashed"
@@ -166,7 +151,7 @@ def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
         assert is_alive(orphan)  # …and the resumed runner adopted it instead of stopping it
     finally:
         (tmp_path / "go").write_text("")
-        _reap(again)
+        reap(again.pid, 30)
     assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
     assert (tmp_path / "first.runs").read_text() == "run\n"  # finished jobs are not rerun
     assert (tmp_path / "long.runs").read_text() == "run\n"  # nor is the adopted one
@@ -179,7 +164,7 @@ def test_runner_terminated_by_the_system_aborts_its_job_safely(tmp_path, monkeyp
     ref = start_runner(path)
     wait_until(lambda: (tmp_path / "started").exists(), what="the job to start")
     os.kill(ref.pid, signal.SIGTERM)
-    _reap(ref)
+    reap(ref.pid, 30)
     assert load_queue(path).jobs[0].status == "not_run"
     assert runner_state(path)["state"] == "aborted"
 
@@ -187,7 +172,7 @@ def test_runner_terminated_by_the_system_aborts_its_job_safely(tmp_path, monkeyp
 def test_runner_log_and_state_live_in_the_logs_folder(tmp_path):
     queue, path = _save(tmp_path, _sh("a", "true"))
     ref = start_runner(path)
-    _reap(ref)
+    reap(ref.pid, 30)
     names = {p.name for p in logs_dir(path).iterdir()}
     assert {"runner.json", "runner.lock", "queue.lock", "runner.log", "01_a.log",
             "01_a.exit.jsonl"} <= names

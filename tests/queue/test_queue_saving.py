@@ -201,3 +201,30 @@ def test_a_journal_removed_or_replaced_mid_run_loses_nothing(tmp_path, how):
         assert [j.status for j in load_queue(path).jobs] == ["success"] * 4
     finally:
         writer.close()
+
+
+def test_a_journal_that_cannot_be_started_again_falls_back_to_the_file(tmp_path, monkeypatch):
+    """The journal was removed and a new one cannot be made (a full disk): the note says
+    what happens instead — the whole file at every transition — and nothing is lost."""
+    from spacrq.queue import persist
+    from spacrq.queue.store import journal_path
+
+    queue, path = _queue(tmp_path, n=2)
+    writer = persist.QueueWriter(queue, path, mode="journal")
+    try:
+        writer.start()
+        journal_path(path).unlink()
+
+        def no_space(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(persist, "Journal", no_space)
+        writer.prepare()
+        assert writer.journal is None
+        assert "written in full at every transition instead" in writer.notes[-1]
+        queue.jobs[0].status = "success"
+        writer.touch(queue.jobs[0], ["status"])
+        writer.commit()
+        assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success",
+                                                                                "pending"]
+    finally:
+        writer.close()

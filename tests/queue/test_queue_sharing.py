@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 
-import psutil
 import pytest
 
 from spacrq.cli import main
@@ -15,7 +14,7 @@ from spacrq.queue.runner import runner_state, start_runner
 from spacrq.queue.store import logs_dir
 from spacrq.queue.watch import save_document
 from spacrq.runfiles import write_json
-from waiting import wait_until  # tests/waiting.py (tests/ is on the path)
+from waiting import reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
 ADDER = """
 import sys
@@ -25,12 +24,6 @@ for i in range(100):
     assert main(["queue", "add", path, "command", "--id", f"{tag}-{i}", "--", "true"]) == 0
 """
 
-
-def _reap(pid, timeout=30):
-    try:
-        psutil.Process(pid).wait(timeout)
-    except psutil.NoSuchProcess:
-        pass
 
 
 def test_two_processes_adding_a_hundred_jobs_each_leave_two_hundred(tmp_path):
@@ -59,7 +52,7 @@ def test_a_job_added_to_a_running_queue_is_taken_in_and_run(tmp_path, capsys, mo
         assert [j.status for j in load_queue(path).jobs] == ["running", "pending"]
     finally:
         (tmp_path / "go").write_text("")
-        _reap(ref.pid)
+        reap(ref.pid)
     assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
     assert (tmp_path / "late.ran").exists()
 
@@ -98,12 +91,12 @@ def test_two_queue_files_with_one_stem_never_share_state(tmp_path):
         assert load_queue(backup).jobs[0].status == "pending"  # not the other file's "running"
         assert runner_state(backup) is None
         other = start_runner(backup)  # not "already being run"
-        _reap(other.pid)
+        reap(other.pid)
         assert load_queue(backup).jobs[0].status == "success"
         assert load_queue(night).jobs[0].status == "running"
     finally:
         (tmp_path / "go").write_text("")
-        _reap(ref.pid)
+        reap(ref.pid)
     assert load_queue(night).jobs[0].status == "success"
     assert (logs_dir(night) / "01_a.log").exists() and (logs_dir(backup) / "01_a.log").exists()
 

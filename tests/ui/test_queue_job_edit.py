@@ -5,9 +5,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import psutil
 import pytest
 from dropping import drop_files  # tests/dropping.py
+from waiting import reap  # tests/waiting.py
 from PySide6.QtCore import Qt
 
 from spacrq.queue import Job, Queue, load_queue, save_queue
@@ -244,10 +244,7 @@ def test_an_edit_of_a_running_queue_is_honoured_by_its_runner(open_pane, qtbot, 
             dialog.save_button.click()
     finally:
         (tmp_path / "go").write_text("")
-        try:
-            psutil.Process(ref.pid).wait(60)
-        except psutil.NoSuchProcess:
-            pass
+        reap(ref.pid)
     assert not runner_state(path)["alive"]
     assert (tmp_path / "new.ran").exists() and not (tmp_path / "old.ran").exists()
     assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
