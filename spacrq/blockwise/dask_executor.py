@@ -232,6 +232,10 @@ def run_dask(run, cluster) -> None:
                 done = ()
             except CancelledError:  # the client lost its scheduler (dask waited for it first)
                 _lost_cluster(run, label, inflight)
+            except ValueError:  # dask's wait looks the client up, and a client that gave up
+                if client.status in ("closing", "closed"):  # on its scheduler is gone from it
+                    _lost_cluster(run, label, inflight)
+                raise
             for future in done:
                 tr, ids, sent = inflight.pop(future)
                 try:
