@@ -21,7 +21,10 @@ For each queue size N it times, wall clock, in one run:
   journal, the file replaced only at checkpoints: the default above);
 * ``tsp``     — Debian's task-spooler (``/usr/bin/tsp``, private
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
-  last, the same way an operator uses it.
+  last, the same way an operator uses it.  The enqueues overlap the jobs, so
+  this is bounded by the ``tsp`` client's starts; tsp's server alone (the
+  jobs queued beforehand behind one blocked on a fifo) is timed and printed
+  too, for the smallest size (``tsp server only``).
 
 With ``--against TREE`` (another checkout of spacrq, e.g. a ``git worktree``
 of an older commit) the 10-job file mode of that tree is timed in the same
@@ -164,6 +167,33 @@ def time_tsp(n: int, folder: Path) -> float:
     return elapsed
 
 
+def time_tsp_run(n: int, folder: Path) -> float:
+    """Seconds task-spooler's server takes to run n jobs queued beforehand: the jobs wait
+    behind a first job that blocks on a fifo, the fifo is written, and the clock stops when
+    the last job ended (less a ``tsp -w`` on an idle server) — tsp's own per-job cost,
+    without the ``tsp`` client starts that :func:`time_tsp` overlaps with the jobs."""
+    tag = uuid.uuid4().hex[:8]
+    env = dict(os.environ, TS_SOCKET=str(folder / f"tspr{n}-{tag}.socket"),
+               TMPDIR=str(folder), TS_MAXFINISHED=str(n + 10), TS_SLOTS="1")
+    fifo = folder / f"tspr{n}-{tag}.fifo"
+    os.mkfifo(fifo)
+    quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([TSP, "-S", "1"], check=True, **quiet)
+    subprocess.run([TSP, "sh", "-c", 'read x < "$0"', str(fifo)], check=True, **quiet)
+    for _ in range(n):
+        subprocess.run([TSP, TRUE], check=True, **quiet)
+    t0 = time.perf_counter()
+    with open(fifo, "w") as f:
+        f.write("go\n")
+    subprocess.run([TSP, "-w"], **quiet)
+    elapsed = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    subprocess.run([TSP, "-w"], **quiet)
+    idle_wait = time.perf_counter() - t1
+    subprocess.run([TSP, "-K"], **quiet)
+    return max(0.0, elapsed - idle_wait)
+
+
 def time_load_validate_plan(folder: Path, n: int = 2000) -> tuple[float, float, float]:
     path = _queue_file(folder, n)
     t0 = time.perf_counter()
@@ -202,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in args.sizes}
         against: dict[int, list[float]] = {n: [] for n in args.sizes}
         floors: list[float] = []  # the smallest size's floor, per round
+        tsp_runs: list[float] = []  # the smallest size's tsp server-side run, per round
         for r in range(args.repeat):
             for n in args.sizes:
                 if n > 200 and r != args.repeat // 2:
@@ -215,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                                    time_spacrq(n, folder, "journal")[2], tsp))
                 if n == min(args.sizes):
                     floors.append(time_floor(n, folder) / n)
+                    if have_tsp:
+                        tsp_runs.append(time_tsp_run(n, folder) / n)
                 if args.against and n <= 200 and not r % 2:
                     against[n].append(time_spacrq(n, folder, "file", args.against)[2] / tsp)
         for n, got in samples.items():
@@ -238,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor at {min(rows)} jobs (only the work file mode cannot leave out, in a bare "
           f"loop: journal line + fsync, file replace, log, spawn, wait): {floor * ms:.2f} ms "
           f"per job; file/floor {small_row[1] / floor:.2f}, tsp/floor {small_row[3] / floor:.2f}")
+    if tsp_runs:
+        tsp_run = statistics.median(tsp_runs)
+        print(f"tsp server only at {min(rows)} jobs (jobs queued beforehand, no client starts "
+              f"overlapping them): {tsp_run * ms:.2f} ms per job; file/that "
+              f"{small_row[1] / tsp_run:.2f}, journal/that {small_row[2] / tsp_run:.2f}")
     if len(rows) >= 2:
         small, large = min(rows), max(rows)
 

@@ -116,7 +116,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     except QueueError as exc:
         raise CliError(str(exc).replace("\n", "\n  ")) from None
     from spacrq.blockwise.report import RunReport
-    from spacrq.blockwise.report_cli import collect
+    from spacrq.blockwise.report_show import collect
     report_notes: list[str] = []
     tasks = collect(ws.runs, report_notes)
     print("\nRun Report\n" + (RunReport(tasks).render() or "(no blockwise run measured)"))

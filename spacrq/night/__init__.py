@@ -12,14 +12,27 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from spacrq.night.collect import Night, gather
-from spacrq.night.html import render, verdict
+from typing import Any
+
 from spacrq.runfiles import write_text
 
 __all__ = ["REPORT_FILE", "gather", "render", "verdict", "report_html", "write_report",
            "default_report_path", "Night"]
 
 REPORT_FILE = "morning-report.html"
+
+#: the names this package gives from its modules, imported on first use: the gathering
+#: reads zarr stores with numpy, which ``spacrq night-report --help`` (and every other
+#: ``spacrq`` command, which registers this one) must not wait for
+_LAZY = {"Night": "spacrq.night.collect", "gather": "spacrq.night.collect",
+         "render": "spacrq.night.html", "verdict": "spacrq.night.html"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_report_path(queue_path: str | os.PathLike) -> Path:
@@ -30,6 +43,8 @@ def default_report_path(queue_path: str | os.PathLike) -> Path:
 
 def report_html(queue_path: str | os.PathLike, *, written_at: str | None = None) -> str:
     """The report of ``queue_path`` as HTML text."""
+    from spacrq.night.collect import gather
+    from spacrq.night.html import render
     when = written_at or datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     return render(gather(queue_path), written_at=when)
 
