@@ -17,13 +17,13 @@ ticked, typed as declared), the devices of its ``setup.yaml`` a run uses when
 the module ``chooses_devices``, and the ``environment`` variables it reads —
 a required one the run would not get shown in red with where to set it.  The
 form reads nothing itself: the manifest, the device list and the environment
-check arrive from the pane's watch.
+check arrive from the pane's watch.  What the manifest declares is read into plain
+values, and every decision about it taken, in :mod:`spacrq.experiments.form_model`;
+this module holds the widgets.
 """
 from __future__ import annotations
 
 import html
-import math
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -44,100 +44,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from spacrq.runfiles import RunFileError, dumps, parse_document
-
-#: the group an ungrouped key belongs to (plesty-lib's name for it)
-DEFAULT_GROUP = "default"
-INT_LIMIT = 2**31 - 1
-FLOAT_LIMIT = 1e15
-
-
-class FormError(ValueError):
-    """A value in the form cannot be used; the message names the field and the fix."""
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One configuration key as the manifest declares it."""
-
-    group: str
-    name: str
-    kind: str  # int | float | bool | choice | text | document
-    optional: bool
-    default: Any
-    unit: str
-    minimum: float | None
-    maximum: float | None
-    options: tuple
-    description: str
-    read_only: bool
-
-    @property
-    def key(self) -> str:
-        return self.name if self.group == DEFAULT_GROUP else f"{self.group}.{self.name}"
-
-
-def _kind(dtype: Any, options: Any) -> tuple[str, bool]:
-    """The editor a declared type name needs, and whether it may be left empty."""
-    members = [m.strip().lower() for m in str(dtype or "Any").split("|")]
-    optional = "none" in members or "nonetype" in members
-    members = [m for m in members if m not in ("none", "nonetype")] or ["any"]
-    if options:
-        return "choice", optional
-    if len(members) == 1:
-        name = members[0]
-        if name in ("int", "integer"):
-            return "int", optional
-        if name in ("float", "double", "number"):
-            return "float", optional
-        if name in ("bool", "boolean"):
-            return "bool", optional
-        if name in ("str", "string", "path"):
-            return "text", optional
-    return "document", optional
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def parameters_of(manifest: Mapping[str, Any]) -> list[Parameter]:
-    """Every declared parameter of a manifest document, groups in order.
-
-    :raises FormError: when the schema is not the ``{group: [parameter]}`` shape.
-    """
-    schema = manifest.get("schema") or {}
-    if not isinstance(schema, Mapping):
-        raise FormError("the module's manifest has a schema that is not a mapping of groups; "
-                        "fix the module's manifest")
-    out: list[Parameter] = []
-    for group, entries in schema.items():
-        if not isinstance(entries, (list, tuple)):
-            raise FormError(f"the manifest's group {group!r} is not a list of parameters; "
-                            "fix the module's manifest")
-        for entry in entries:
-            if not isinstance(entry, Mapping) or not entry.get("name"):
-                raise FormError(f"the manifest's group {group!r} holds a parameter without a "
-                                "name; fix the module's manifest")
-            options = entry.get("options")
-            options = tuple(options) if isinstance(options, (list, tuple)) else ()
-            kind, optional = _kind(entry.get("dtype"), options)
-            out.append(Parameter(
-                group=str(group), name=str(entry["name"]), kind=kind, optional=optional,
-                default=entry.get("default", entry.get("value")),
-                unit=str(entry.get("unit") or ""),
-                minimum=_number(entry.get("min_value")), maximum=_number(entry.get("max_value")),
-                options=options, description=str(entry.get("description") or ""),
-                read_only=bool(entry.get("read_only", False)),
-            ))
-    return out
-
+from spacrq.experiments.form_model import (DEFAULT_GROUP, FLOAT_LIMIT, INT_LIMIT, FormError,
+                                          Option, Parameter, document_text, environment_text,
+                                          finite_number, options_of, parameters_of, step_for)
+from spacrq.runfiles import RunFileError, parse_document
 
 class _FloatBox(QDoubleSpinBox):
     """A float spin box that shows 0.25 rather than 0.250000."""
@@ -180,7 +90,7 @@ class ParameterEditor(QWidget):
             box.setRange(low, high)
             if p.unit:
                 box.setSuffix(f" {p.unit}")
-            box.setValue(int(_number(default) if _number(default) is not None else max(low, 0)))
+            box.setValue(int(finite_number(default) if finite_number(default) is not None else max(low, 0)))
             box.valueChanged.connect(self.changed)
             return box
         if p.kind == "float":
@@ -189,10 +99,10 @@ class ParameterEditor(QWidget):
             low = p.minimum if p.minimum is not None else -FLOAT_LIMIT
             high = p.maximum if p.maximum is not None else FLOAT_LIMIT
             box.setRange(low, high)
-            box.setSingleStep(_step_for(low, high, default))
+            box.setSingleStep(step_for(low, high, default))
             if p.unit:
                 box.setSuffix(f" {p.unit}")
-            start = _number(default)
+            start = finite_number(default)
             box.setValue(start if start is not None else max(low, min(high, 0.0)))
             box.valueChanged.connect(self.changed)
             return box
@@ -214,7 +124,7 @@ class ParameterEditor(QWidget):
             box.setPlaceholderText(p.unit or ("optional" if p.optional else ""))
             box.textChanged.connect(self.changed)
             return box
-        box = QPlainTextEdit("" if default is None else _document_text(default))
+        box = QPlainTextEdit("" if default is None else document_text(default))
         box.setTabChangesFocus(True)
         box.setFixedHeight(box.fontMetrics().lineSpacing() * 4 + 12)
         box.textChanged.connect(self._check_document)
@@ -232,7 +142,7 @@ class ParameterEditor(QWidget):
     def set_value(self, value: Any) -> None:
         """Show ``value`` (e.g. a run's own configuration) in the editor."""
         e, p = self.editor, self.parameter
-        if p.kind in ("int", "float") and _number(value) is not None:
+        if p.kind in ("int", "float") and finite_number(value) is not None:
             e.setValue(int(value) if p.kind == "int" else float(value))
         elif p.kind == "bool":
             e.setChecked(bool(value))
@@ -241,7 +151,7 @@ class ParameterEditor(QWidget):
         elif p.kind == "text":
             e.setText("" if value is None else str(value))
         elif p.kind == "document":
-            e.setPlainText("" if value is None else _document_text(value))
+            e.setPlainText("" if value is None else document_text(value))
 
     def value(self) -> Any:
         """The field's value, typed as declared.
@@ -269,46 +179,6 @@ class ParameterEditor(QWidget):
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FormError(f"{p.key} is not a readable document ({first}); "
                             "write it as YAML or JSON") from None
-
-
-def _step_for(low: float, high: float, default: Any) -> float:
-    """A spin step that moves a value by a sensible fraction of its scale."""
-    span = high - low if high - low < FLOAT_LIMIT else abs(_number(default) or 1.0) * 10
-    if span <= 0:
-        return 1.0
-    return float(10 ** math.floor(math.log10(span / 10))) if span >= 1e-12 else 1e-12
-
-
-def _document_text(value: Any) -> str:
-    """A document shown for editing: JSON, which every YAML reader reads too."""
-    return dumps(value, indent=2)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One extra command-line option the module declares (``--prominence``)."""
-
-    flag: str
-    kind: str  # bool | int | float | choice | text
-    description: str
-    sets: str
-    choices: tuple
-
-
-def options_of(manifest: Mapping[str, Any]) -> list[Option]:
-    """The manifest's ``options``, each with the editor its declared type needs."""
-    out = []
-    for entry in manifest.get("options") or []:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("flag"), str):
-            continue
-        choices = entry.get("choices")
-        choices = tuple(str(c) for c in choices) if isinstance(choices, (list, tuple)) else ()
-        kind, _ = _kind(entry.get("dtype") or "str", choices)
-        if kind == "document":
-            kind = "text"
-        out.append(Option(entry["flag"], kind, str(entry.get("description") or ""),
-                          str(entry.get("sets") or ""), choices))
-    return out
 
 
 class OptionEditor(QObject):
@@ -387,7 +257,7 @@ class OptionEditor(QObject):
         e, kind = self.editor, self.option.kind
         if value is None or e is None:
             return
-        if kind in ("int", "float") and _number(value) is not None:
+        if kind in ("int", "float") and finite_number(value) is not None:
             e.setValue(int(value) if kind == "int" else float(value))
         elif kind == "choice" and str(value) in self.option.choices:
             e.setCurrentText(str(value))
@@ -453,28 +323,6 @@ class DeviceChooser(QGroupBox):
             return None
         return [self.list.item(i).text() for i in range(self.list.count())
                 if self.list.item(i).checkState() == Qt.CheckState.Checked]
-
-
-def environment_text(variables: list[Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """The environment list as rich text, and the required variables a run would lack."""
-    missing = [str(v["name"]) for v in variables if v.get("required") and not v.get("set")]
-    lines = []
-    for v in variables:
-        name = html.escape(str(v["name"]))
-        need = "required" if v.get("required") else "optional"
-        state = "set" if v.get("set") else "not set"
-        line = f"<b>{name}</b> — {need}, {state}"
-        if v.get("description"):
-            line += f": {html.escape(str(v['description']))}"
-        if v.get("required") and not v.get("set"):
-            line = f"<span style='color:#c0392b'>{line}</span>"
-        lines.append(line)
-    if missing:
-        lines.append("<span style='color:#c0392b'>A run is refused until "
-                     f"{html.escape(', '.join(missing))} {'is' if len(missing) == 1 else 'are'} "
-                     "set: add it to the declaration's env, the module's .env, or the "
-                     "environment spacrq runs in.</span>")
-    return "<br>".join(lines), missing
 
 
 class EnvironmentList(QGroupBox):
