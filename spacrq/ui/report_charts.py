@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from spacrq.blockwise.report_format import format_seconds
@@ -66,6 +66,30 @@ def _retitle(plot: pg.PlotItem, title: str) -> None:
     """Set a plot's title only when it changed: a new title re-lays out the plot."""
     if plot.titleLabel.text != title:
         plot.setTitle(title)
+
+
+#: tick text the vertical axes make room for before anything is drawn: with SI prefixes in
+#: the axis labels, tick values stay this short
+TICK_TEXT = "-0.0000"
+
+
+def _steady_axes(plot: pg.PlotItem) -> None:
+    """Size the plot's axes for their tick text before the first paint, and let them grow
+    but never shrink.
+
+    pyqtgraph sizes an axis by the text it last drew: each new range resized the axes,
+    which re-laid out the plot and repainted all four plots in one turn (65 ms on a
+    reopened million-block run, the stall the pane's budget is 50 ms for)."""
+    for name in ("left", "right", "bottom"):
+        axis = plot.getAxis(name)
+        axis.setStyle(autoReduceTextSpace=False)
+        metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+        if name == "bottom":
+            axis.textHeight = max(axis.textHeight, metrics.height())
+            axis.setHeight(None)
+        else:
+            axis.textWidth = max(axis.textWidth, metrics.horizontalAdvance(TICK_TEXT))
+            axis.setWidth(None)
 
 
 def _words(plot: pg.PlotItem) -> pg.TextItem:
@@ -152,6 +176,7 @@ class LiveCharts(QWidget):
         self.rss_plot.setLabel("bottom", "completion order")
         for plot in (self.workers_plot, self.rate_plot, self.wall_plot, self.rss_plot):
             plot.showGrid(x=True, y=True, alpha=0.25)
+            _steady_axes(plot)
         self.words = {name: _words(plot) for name, plot in (
             ("workers", self.workers_plot), ("rate", self.rate_plot),
             ("wall", self.wall_plot), ("rss", self.rss_plot))}

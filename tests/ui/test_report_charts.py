@@ -92,3 +92,38 @@ def test_a_run_without_per_block_records_says_so_in_words(workspace, make_pane, 
     pane.select(_key(workspace, "plain"))
     qtbot.waitUntil(lambda: "resource_tracking=True" in pane.charts._empty.text(), timeout=WAIT)
     assert pane.charts._stack.currentWidget() is pane.charts._empty
+
+
+def _snapshot(version: int, scale: float) -> dict:
+    x = np.linspace(0, 10, 50)
+    y = x * scale
+    return {"version": version, "run_id": "r", "source": "store", "blocks": 50, "measured": True,
+            "rss_measured": True, "idle_measured": True, "missed": 0, "slowest": "",
+            "wall": (x, y), "rss": (x, y), "rate": (x, y), "trend": (x[:2], y[:2]),
+            "trend_slope_ms": 0.0, "compute": {0: (x, y)}, "idle": {0: (x, y / 50)}}
+
+
+def test_new_figures_never_re_lay_out_the_plots(qtbot):
+    """A plot's axes are sized for their tick text before the first paint and never shrink:
+    figures of another magnitude (a reopened run, the next snapshot) repaint the plot they
+    change, instead of resizing axes that re-lay out and repaint all four in one turn (the
+    65 ms stall a reopened million-block run caused)."""
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.resize(900, 640)
+    charts.show()
+    qtbot.waitExposed(charts)
+
+    def boxes():
+        charts.grab()  # a paint: where pyqtgraph measures the tick text it drew
+        return [v.getPlotItem().vb.geometry() for v in charts.views]
+
+    charts.show_charts(_snapshot(1, 12345.0))  # five-digit ticks
+    qtbot.waitUntil(lambda: charts.point_counts()["rss"] == 50, timeout=WAIT)
+    first = boxes()
+    charts.show_charts(_snapshot(2, 0.5))  # one-digit ticks: shorter text
+    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 5.0, timeout=WAIT)
+    assert boxes() == first
+    charts.show_charts(_snapshot(3, 3.0))
+    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 30.0, timeout=WAIT)
+    assert boxes() == first
