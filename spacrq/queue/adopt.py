@@ -76,6 +76,24 @@ def examine(job: Job) -> Record:
     return record
 
 
+def unwatched(job: Job, file: str) -> str:
+    """What became of a job left ``running`` by a runner that is gone, for ``queue status``:
+    one sentence with what ``resume`` (of ``file``) will do about it."""
+    record = examine(job)
+    resume = f"'spacrq queue resume {file}'"
+    if record.state == FINISHED:
+        when = record.end.get("finished")
+        at = f" at {when}" if isinstance(when, str) and when else ""
+        return (f"ended{at} with exit code {record.exit_code} while no runner watched it; "
+                f"{resume} records that, without running it again")
+    if record.state == RUNNING:
+        pid = record.start.get("pid")
+        return (f"still running (process {pid}) with no runner watching it; {resume} adopts "
+                "it: waits for it, and honours Stop and Abort")
+    return (f"its outcome is unknown ({record.why}); {resume} runs it again, and its log "
+            "says why")
+
+
 def wait_for_end(job: Job, record: Record, control: Control | None,
                  heartbeat: Callable[[], None] | None, grace: float) -> tuple[str, Record]:
     """Follow an adopted job to its end: ``("ended"|"aborted"|"timeout"|"lost", record)``."""

@@ -20,14 +20,17 @@ from spacrq.problems import format_problems
 from spacrq.queue.live import queue_frame, queue_lines
 from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq.queue.engine import _UNSET
-from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_SKIPPED, Job, Queue,
-                                QueueError)
+from spacrq.queue.adopt import unwatched
+from spacrq.queue.control import ABORT, STOP_AFTER_JOB
+from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
+                                STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError)
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, logs_dir, open_queue
 from spacrq.queue.validate import add_checked, plan, validate_queue
+from spacrq.runfiles import asked
 
 
 def _load(path: str) -> Queue:
@@ -176,9 +179,27 @@ def _check_before_detaching(path: str, queue: Queue, resume: bool, retry_failed:
                        + format_problems(problems, title="queue check").replace("\n", "\n  "))
 
 
+def _nothing_left(path: str, queue: Queue, retry_failed: bool) -> int | None:
+    """When no job is left to run: say so and how to run the failed ones again, and the exit
+    code (0 if every job succeeded); None when there is work.  A finished queue run again
+    used to print a fresh, empty summary and rewrite the night's report and history."""
+    waiting = (STATUS_PENDING, STATUS_NOT_RUN, STATUS_RUNNING)
+    again = [j for j in queue.jobs if j.status in (STATUS_FAILED, STATUS_SKIPPED)]
+    if not queue.jobs or any(j.status in waiting for j in queue.jobs) or (retry_failed and again):
+        return None
+    counts = ", ".join(f"{n} {s}" for s, n in queue.counts().items() if n)
+    hint = (f"; 'spacrq queue restart-failed {path}' runs the {len(again)} failed or skipped "
+            "job(s) again" if again else "")
+    print(f"nothing left to run in {path}: every job has ended ({counts}){hint}")
+    return 1 if again or any(j.is_partial for j in queue.jobs) else 0
+
+
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
-    _load(path)  # one sentence now for a file that cannot be run (and a dead runner's journal folded)
+    # one sentence now for a file that cannot be run (and a dead runner's journal folded)
+    done = _nothing_left(path, _load(path), retry_failed)
+    if done is not None:
+        return done
     options = _apply_run_options(args)
     if args.notify:
         _refuse_if_running(path, "be changed")
@@ -255,16 +276,24 @@ def _print_status(args: argparse.Namespace) -> int:
         return 0
     counts = ", ".join(f"{n} {s}" for s, n in queue.counts().items() if n)
     runner = "no runner has run it yet"
+    alive = bool(state and state.get("alive"))
     if state:
         runner = f"runner {state.get('state')} (process {state.get('pid')}"
-        runner += ", alive)" if state.get("alive") else ", gone)"
+        runner += ", alive)" if alive else ", gone)"
+        asked_now = asked(logs_dir(args.file)).get("stop") if alive else None
+        if asked_now in (STOP_AFTER_JOB, ABORT):
+            runner += ("; a stop is asked: it stops after the running job"
+                       if asked_now == STOP_AFTER_JOB else
+                       "; an abort is asked: the running job is being stopped")
     _say(f"{queue.name}: {len(queue)} job(s) — {counts or 'empty'}; {runner}")
     width = max((len(j.id) for j in queue.jobs), default=2)
     for i, job in enumerate(queue.jobs, start=1):
         mark = "success (PARTIAL)" if job.is_partial and job.status == "success" else job.status
         line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {duration(job.elapsed_s).rjust(8)}  {job.label}"
         _say(line)
-        if job.error:
+        if job.status == STATUS_RUNNING and state and not alive:
+            _say(f"        {unwatched(job, args.file)}")
+        elif job.error:
             _say(f"        {job.error}")
     if queue.stopped_reason:
         _say(f"stopped: {queue.stopped_reason}")

@@ -50,7 +50,8 @@ from spacrq.queue.summary import Progress, QueueResult, classify_failure
 from spacrq.queue.validate import Modules, resolve_job_settings, validate_queue
 from spacrq.runfiles import RunFileError, clear, write_json
 
-CANCELLED = "cancelled safely; run this job again to resume"
+CANCELLED = ("stopped on request while it ran (its processes were ended); it runs again, "
+             "from its start, when the queue is resumed")
 INTERRUPTED = "interrupted by the user"
 _UNSET: Any = object()
 __all__ = ["run_queue", "CANCELLED", "INTERRUPTED", "CHECKPOINT_SECONDS", "CHECKPOINT_MIN_LINES"]
@@ -153,8 +154,13 @@ class _Run:
             adopt.note(job, f"# spacrq: {text}")
 
     def _spawned(self, job: Job, ref: ProcessRef) -> None:
+        """The job has run a moment (named once it outlives :data:`spacrq.queue.supervise.ANNOUNCE_AFTER`):
+        its process is journalled, and a small queue's file shows it too — nobody waits
+        for this write, the job runs."""
         job.process = ref.to_dict()
         self.persist(job, "process")
+        if self.writer is not None and self.writer.mode == "file":
+            self.commit()
 
     def _meanwhile(self) -> None:
         if self.writer is not None:
@@ -190,12 +196,20 @@ class _Run:
 
     def after_failure(self, job: Job) -> None:
         self.consecutive += 1
+        if not self._left_after(job):  # the last job: a stop would stop nothing, and say so
+            return
         limit = self.queue.max_consecutive_failures
         if self.queue.on_error == "stop":
             self.stopped = (f"job {job.id} failed and on_error is 'stop', so the remaining jobs "
                             f"were not run: {job.error}")
         elif limit and self.consecutive >= limit:
             self.stopped = _systematic(self.consecutive)
+
+    def _left_after(self, job: Job) -> bool:
+        """Whether a job after ``job`` is still to run."""
+        jobs = self.queue.jobs
+        at = next((i for i, j in enumerate(jobs) if j is job), len(jobs))
+        return any(j.status in (STATUS_PENDING, STATUS_NOT_RUN) for j in jobs[at + 1:])
 
     def prepare(self, i: int, job: Job) -> tuple | None:
         """``(spec, settings, settings_path)``, or None when the job ended before it ran."""

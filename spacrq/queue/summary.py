@@ -190,11 +190,19 @@ class QueueResult:
                              f"failed. Artifacts: {', '.join(rs.get('artifacts') or []) or '—'}")
             lines.append("   Anything computed from those artifacts covers a subset.")
             lines.append("")
-        if self.not_run:
-            lines.append(f" Not run ({len(self.not_run)}; the queue halted before reaching them): "
-                         + ", ".join(job.id for job in self.not_run[:50])
-                         + (" …" if len(self.not_run) > 50 else ""))
-            lines.append("")
+        stopped = [job for job in self.jobs_with(STATUS_NOT_RUN) if job.started]
+        halted = [job for job in self.jobs_with(STATUS_NOT_RUN) if not job.started]
+        waiting = self.jobs_with(STATUS_PENDING)
+        for jobs, what in ((stopped, "stopped while it ran, on request; it runs again when the "
+                                     "queue is resumed"),
+                           (halted, "the queue halted before reaching them"),
+                           (waiting, "waiting: added after the queue stopped, they run when it "
+                                     "is resumed")):
+            if jobs:
+                lines.append(f" Not run ({len(jobs)}; {what}): "
+                             + ", ".join(job.id for job in jobs[:50])
+                             + (" …" if len(jobs) > 50 else ""))
+                lines.append("")
         if self.stopped_reason:
             lines.append(f" STOPPED: {self.stopped_reason}")
             lines.append("")

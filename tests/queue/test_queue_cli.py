@@ -127,6 +127,23 @@ def test_run_then_restart_failed(qfile, capsys, tmp_path):
     assert load_queue(qfile).max_consecutive_failures == 0
 
 
+def test_running_a_finished_queue_says_nothing_is_left_and_rewrites_nothing(qfile, capsys,
+                                                                           tmp_path):
+    main(["queue", "add", str(qfile), "command", "--id", "broken", "--", "false"])
+    assert main(["queue", "run", str(qfile)]) == 1
+    capsys.readouterr()
+    report = logs_dir(qfile) / "morning-report.html"
+    history = logs_dir(qfile) / "runner-history.jsonl"
+    before = (report.stat().st_mtime_ns, history.read_bytes(), qfile.read_bytes())
+    for argv in (["queue", "run", str(qfile)], ["queue", "resume", str(qfile)],
+                 ["queue", "run", str(qfile), "--detach"]):
+        assert main(argv) == 1  # the queue's state: one job failed
+        out = capsys.readouterr().out
+        assert f"nothing left to run in {qfile}: every job has ended (1 success, 1 failed)" in out
+        assert f"'spacrq queue restart-failed {qfile}' runs the 1 failed or skipped job(s)" in out
+    assert (report.stat().st_mtime_ns, history.read_bytes(), qfile.read_bytes()) == before
+
+
 def test_run_refuses_an_invalid_queue_with_exit_2(tmp_path, capsys):
     path = tmp_path / "q.queue.json"
     path.write_text(json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]}))

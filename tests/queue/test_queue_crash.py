@@ -115,7 +115,27 @@ def test_sigkill_at_any_moment_loses_nothing_and_reruns_nothing(tmp_path, moment
     assert sorted(starts) == sorted(f"start:{n}" for n in names)  # each job started once
 
 
-def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path):
+def test_the_file_names_the_running_jobs_process_while_it_runs(tmp_path):
+    """A small queue's file alone shows what the journal holds: a job that runs has its
+    ``process`` (pid) in the file, not only in the journal (a ``jq`` reader saw null)."""
+    job = Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
+        "sh", "-c", "echo $$ > plate.pid; while [ ! -e go ]; do sleep 0.02; done"]})
+    path = _queue(tmp_path, [job])
+    ref = start_runner(path)
+    try:
+        pid = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+
+        def named():
+            entry = read_queue_document(path)["jobs"][0]
+            return entry["status"] == "running" and (entry.get("process") or {}).get("pid")
+        assert wait_until(named, what="the file to name the job's process") == pid
+    finally:
+        (tmp_path / "go").write_text("")
+        reap(ref.pid)
+    assert read_queue_document(path)["jobs"][0]["process"] is None  # ended: no process
+
+
+def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path, capsys):
     job = Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
         "sh", "-c", "echo run >> plate.runs; echo $$ > plate.pid; "
                     "while [ ! -e go ]; do sleep 0.02; done; exit 3"]})
@@ -128,12 +148,39 @@ def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path
     wait_until(lambda: not is_alive(pid), what="the job to end")
     left = load_queue(path).jobs[0]
     wait_until(lambda: examine(left).state == "finished", what="the supervisor's record")
+    from spacrq import cli  # what the operator reads before resuming: the truth, and the step
+    assert cli.main(["queue", "status", str(path)]) == 0
+    said = capsys.readouterr().out
+    assert "with exit code 3 while no runner watched it" in said
+    assert f"'spacrq queue resume {path}' records that, without running it again" in said
     result = resume_queue(path)
     plate, after = load_queue(path).jobs
     assert plate.status == "failed" and plate.exit_code == 3  # its real outcome, recorded
     assert after.status == "success" and not result.ok
     assert (tmp_path / "plate.runs").read_text() == "run\n"  # never run a second time
     assert "recorded, not run again" in Path(plate.log_path).read_text()
+
+
+def test_status_says_a_stop_is_asked_and_what_a_job_left_running_will_become(tmp_path, capsys):
+    from spacrq import cli
+    job = Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
+        "sh", "-c", "echo $$ > plate.pid; while [ ! -e go ]; do sleep 0.02; done"]})
+    path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    try:
+        pid = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+        request_stop(path)
+        assert cli.main(["queue", "status", str(path)]) == 0
+        assert "a stop is asked: it stops after the running job" in capsys.readouterr().out
+        os.kill(ref.pid, signal.SIGKILL)
+        reap(ref.pid)
+        assert cli.main(["queue", "status", str(path)]) == 0
+        said = capsys.readouterr().out
+        assert f"still running (process {pid}) with no runner watching it" in said
+        assert "adopts it" in said and "a stop is asked" not in said
+    finally:
+        (tmp_path / "go").write_text("")
+        wait_until(lambda: not is_alive(pid), what="the job to end")
 
 
 def test_a_job_whose_outcome_is_unknown_runs_again_and_its_log_says_why(tmp_path):

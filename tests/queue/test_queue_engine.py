@@ -105,6 +105,22 @@ def test_max_consecutive_failures_stops_a_systematic_problem(tmp_path):
     assert "3 jobs failed in a row" in load_queue(path).stopped_reason
 
 
+def test_failures_at_the_end_of_the_queue_stop_nothing_and_do_not_say_they_did(tmp_path):
+    """The last jobs failing in a row (or the last one failing with on_error 'stop') leave
+    nothing to stop: the queue finished, with its failures, rather than 'stopped so the
+    night is not spent repeating it' (which a new user read as work left undone)."""
+    queue, path = _queue(tmp_path, *[_cmd(f"j{i}") for i in range(3)])
+    result = run_queue(queue, path, runner=Script({f"j{i}": 1 for i in range(3)}),
+                       max_consecutive_failures=3)
+    assert [j.status for j in queue.jobs] == ["failed"] * 3
+    assert result.stopped_reason == "" and result.state == "finished" and not result.ok
+    (tmp_path / "last").mkdir()
+    queue, path = _queue(tmp_path / "last", _cmd("a"), _cmd("b"))
+    result = run_queue(queue, path, runner=Script({"b": 1}), on_error="stop")
+    assert [j.status for j in queue.jobs] == ["success", "failed"]
+    assert result.stopped_reason == "" and result.state == "finished"
+
+
 def test_a_success_resets_the_consecutive_count(tmp_path):
     queue, path = _queue(tmp_path, *[_cmd(f"j{i}") for i in range(5)])
     run_queue(queue, path, runner=Script({"j0": 1, "j1": 1, "j3": 1, "j4": 1}),
@@ -148,6 +164,31 @@ def test_control_file_stop_and_abort(tmp_path):
     result = run_queue(queue, path, runner=Script({"a": JobCancelled("terminated")}))
     assert [j.status for j in load_queue(path).jobs] == ["not_run", "not_run"]
     assert queue.find("a").error == CANCELLED and result.state == "aborted"
+
+
+def test_the_summary_tells_an_aborted_job_a_job_never_reached_and_a_late_one_apart(tmp_path):
+    """'Not run … the queue halted before reaching them' was said of a job that ran and was
+    aborted, and of a job added after the stop that the table showed as pending."""
+    from spacrq.queue.runner import request_stop
+    from spacrq.queue.store import edit_queue
+    queue, path = _queue(tmp_path, _cmd("a"), _cmd("b"))
+    result = run_queue(queue, path, runner=Script({"a": JobCancelled("terminated")}))
+    text = result.summary()
+    assert "Not run (1; stopped while it ran, on request; it runs again when the queue is " \
+           "resumed): a" in text
+    assert "Not run (1; the queue halted before reaching them): b" in text
+
+    def add_late_and_stop(job):
+        edit_queue(path, lambda q: q.add(_cmd("late")))
+        request_stop(path)
+    queue, path = _queue(tmp_path, _cmd("x"), _cmd("y"))
+    result = run_queue(queue, path, runner=Script(on_run=add_late_and_stop))
+    assert {j.id: j.status for j in load_queue(path).jobs} == {"x": "success", "y": "not_run",
+                                                              "late": "pending"}
+    text = result.summary()
+    assert "Not run (1; the queue halted before reaching them): y" in text
+    assert "Not run (1; waiting: added after the queue stopped, they run when it is " \
+           "resumed): late" in text
 
 
 def test_timeout_fails_as_timeout(tmp_path):
