@@ -23,13 +23,14 @@ from spacrq.queue.engine import _UNSET
 from spacrq.queue.adopt import unwatched
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
-                                STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError)
+                                STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError,
+                                refusal_of)
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, logs_dir, open_queue
-from spacrq.queue.validate import add_checked, plan, validate_queue
+from spacrq.queue.validate import add_checked, plan, validate_job, validate_queue
 from spacrq.runfiles import asked
 
 
@@ -102,6 +103,16 @@ def cmd_add(args: argparse.Namespace) -> int:
     job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
               overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
               retries=args.retries or 0, env=env, cwd=cwd)
+    # What can be refused without the file is refused before its lock (and logs folder) is
+    # made: a refused add changes no file.  The whole check runs again under the lock.
+    try:
+        alone = job.copy(id=job.id or Queue().mint_id(job.module),
+                         **({} if not Path(path).exists() else {"depends_on": []}))
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+    errors = [p for p in validate_job(alone, Queue()) if p.is_error]
+    if errors:
+        raise CliError(refusal_of(alone, errors))
     held = []
 
     def add(queue: Queue) -> None:
@@ -168,7 +179,7 @@ def _apply_run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_before_detaching(path: str, queue: Queue, resume: bool, retry_failed: bool) -> None:
-    """What the background runner would refuse, refused here: exit 2, nothing started."""
+    """What the runner would refuse, refused here: exit 2, nothing started, no file made."""
     if resume or retry_failed:
         prepare_resume(queue, retry_failed)
     problems = validate_queue(queue)
@@ -223,6 +234,8 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         print(f"runner started as process {ref.pid}; watch it with 'spacrq queue status {path}'"
               f", its log is {logs_dir(path) / 'runner.log'}")
         return 0
+    # refused here, before the runner takes its lock and makes the logs folder: nothing changes
+    _check_before_detaching(path, _load(path), resume, retry_failed)
     live = LiveLines(lambda: queue_lines(path))
     try:
         with live:

@@ -373,9 +373,11 @@ def dependency_problems(job: Job, queue: "Queue | None",
             problems.append(Problem(jid, ERROR, f"job {jid!r} depends on itself",
                                     "Remove it from its own 'after' list."))
         elif dep not in positions:
-            known = ", ".join(i for i in queue.ids if i != job.id)[:300] or "(no other jobs)"
+            known = ", ".join(i for i in queue.ids if i != job.id)[:300]
             problems.append(Problem(jid, ERROR, f"it runs after {dep!r}, which is not a job in "
-                                    "this queue", f"Use one of: {known}."))
+                                    "this queue", f"Use one of: {known}." if known else
+                                    f"Add {dep!r} to the queue first, or leave the dependency "
+                                    "out: the queue has no other job yet."))
         elif positions[dep] > here:
             problems.append(Problem(jid, ERROR, f"it runs after {dep!r}, which comes later in "
                                     "the queue, so it would always be skipped",

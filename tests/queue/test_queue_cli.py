@@ -66,6 +66,26 @@ def test_add_bad_input_is_one_sentence_and_the_file_is_untouched(qfile, capsys, 
     assert qfile.read_bytes() == before
 
 
+@pytest.mark.parametrize("extra,needle", [
+    (["maks"], "unknown module 'maks'"),
+    (["command", "--after", "ghost", "--", "true"], "leave the dependency out"),
+    (["command", "--", "no-such-program-xyz"], "is not on PATH"),
+])
+def test_a_refused_add_to_a_new_queue_leaves_no_file_behind(tmp_path, capsys, extra, needle):
+    """'No file is changed': a refused add made the queue's logs folder and its lock."""
+    _bad(capsys, ["queue", "add", str(tmp_path / "y.queue.json"), *extra], needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_run_leaves_no_logs_folder_behind(tmp_path, capsys):
+    path = tmp_path / "hand.queue.json"
+    path.write_text(json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]}))
+    for argv in (["queue", "run", str(path)], ["queue", "resume", str(path)],
+                 ["queue", "run", str(path), "--detach"]):
+        assert main(argv) == 2 and "refusing to start" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["hand.queue.json"]
+
+
 def test_add_into_a_missing_folder(tmp_path, capsys):
     _bad(capsys, ["queue", "add", str(tmp_path / "no" / "q.queue.json"), "command", "--", "true"],
          "does not exist")
