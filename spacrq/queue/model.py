@@ -236,20 +236,23 @@ class Job:
         ))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Job":
+    def from_dict(cls, data: Mapping[str, Any], *, at: int | None = None) -> "Job":
         """Rebuild a job, tolerating a hand-edited entry (missing bookkeeping is fine).
+
+        ``at``: the entry's place in its file (1 for the first), to name a job without an id.
 
         :raises QueueError: one sentence naming the job and the fix.
         """
+        entry = "a job entry" if at is None else f"job entry {at}"
         if not isinstance(data, Mapping):
-            raise QueueError(f"a job entry is a {type(data).__name__}, not an object; each entry "
+            raise QueueError(f"{entry} is a {type(data).__name__}, not an object; each entry "
                              'of "jobs" must look like {"module": ..., "settings": ...}')
         raw_id = data.get("id")
         if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
-            raise QueueError(f'a job has "id": {_short(raw_id)}; a job id is text such as '
+            raise QueueError(f'{entry} has "id": {_short(raw_id)}; a job id is text such as '
                              '"mask-1"')
         jid = "" if raw_id is None else str(raw_id)
-        where = f"job {jid!r}" if jid else "a job entry"
+        where = f"job {jid!r}" if jid else entry
         module = data.get("module")
         if not isinstance(module, str) or not module.strip():
             raise QueueError(f'{where} has no "module"; every job needs one, e.g. "module": "command"')
@@ -563,12 +566,24 @@ class Queue:
                     name=text["name"] or "queue", on_error=on_error,
                     max_consecutive_failures=mcf, notify_command=notify,
                     stopped_reason=text["stopped_reason"], journal_seq=seq)
-        for entry in raw_jobs:
-            job = Job.from_dict(entry)
+        unreadable: list[str] = []  # every job entry that cannot be read, not only the first
+        for at, entry in enumerate(raw_jobs, start=1):
+            try:
+                job = Job.from_dict(entry, at=at)
+            except QueueError as exc:
+                unreadable.append(str(exc))
+                continue
             if isinstance(entry, Mapping) and entry.get("id") is None:
                 job.id = queue.mint_id(job.module)  # hand-written without ids: minted
                 # (an id written as "" stays empty: validation refuses it)
             if not job.label:
                 job.label = job.default_label()
             queue.jobs.append(job)
+        if len(unreadable) == 1:
+            raise QueueError(unreadable[0])
+        if unreadable:
+            shown = unreadable[:20]
+            more = f"\n  … and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
+            raise QueueError(f"{len(unreadable)} job entries cannot be read; fix each of them:\n  "
+                             + "\n  ".join(shown) + more)
         return queue

@@ -77,6 +77,23 @@ def test_a_refused_add_to_a_new_queue_leaves_no_file_behind(tmp_path, capsys, ex
     assert list(tmp_path.iterdir()) == []
 
 
+def test_every_unreadable_job_entry_is_named_at_once(tmp_path, capsys):
+    """A hand edit with three bad entries: all three, each named (by its place when it has
+    no id), not one per try."""
+    path = tmp_path / "hand.queue.json"
+    path.write_text(json.dumps({"spacr_queue": 1, "jobs": [
+        {"id": "ok", "module": "command", "settings": {"argv": ["true"]}},
+        {"module": "command", "timeout": "soon"},
+        {"id": "b", "module": "command", "retries": "twice"},
+        ["not", "a", "job"],
+    ]}))
+    assert main(["queue", "validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "3 job entries cannot be read; fix each of them:" in err
+    assert "job entry 2 has \"timeout\"" in err and "job 'b' has a \"retries\"" in err
+    assert "job entry 4 is a list, not an object" in err and "Traceback" not in err
+
+
 def test_a_refused_run_leaves_no_logs_folder_behind(tmp_path, capsys):
     path = tmp_path / "hand.queue.json"
     path.write_text(json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]}))
