@@ -9,8 +9,11 @@ per-item successes and failures so a partial result is reported as PARTIAL.
 """
 from __future__ import annotations
 
+import ast
+import functools
 import importlib.util
 import inspect
+import os
 import re
 from typing import Any
 
@@ -36,7 +39,54 @@ def validate(settings: dict) -> list[Problem]:
         return [Problem("", ERROR, f"module {module!r} cannot be found",
                         "Install the package that provides it into the interpreter spacrq "
                         "runs in, or correct the spelling.", setting="target")]
+    name = target.partition(":")[2].split(".")[0]
+    if _defines(found.origin, name) is False:
+        return [Problem("", ERROR, f"module {module!r} has no {name!r} (its source "
+                        f"{found.origin} defines no such name)",
+                        "Correct the function's name, or add it to the module.",
+                        setting="target")]
     return path_problems(settings)
+
+
+def _defines(origin: str | None, name: str) -> bool | None:
+    """Whether the module source at ``origin`` defines ``name`` at its top level, read
+    without importing it (importing a scientist's module at add time could do anything);
+    None when its source cannot tell (compiled, unreadable, or names made at run time)."""
+    if not origin or not origin.endswith(".py"):
+        return None
+    try:
+        st = os.stat(origin)
+    except OSError:
+        return None
+    names = _top_level_names(origin, st.st_mtime_ns, st.st_size)
+    return None if names is None else name in names
+
+
+@functools.lru_cache(maxsize=64)
+def _top_level_names(origin: str, _mtime: int, _size: int) -> frozenset | None:
+    """The names a module source binds at its top level (None: it can bind any at run time)."""
+    try:
+        with open(origin, "rb") as fh:
+            tree = ast.parse(fh.read(), filename=origin)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None  # whatever the other module holds
+                names.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.Name,)) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("globals", "setattr", "exec"):
+            return None  # names made at run time
+    if "__getattr__" in names:
+        return None
+    return frozenset(names)
 
 
 def run(settings: dict, ctx: Any) -> Any:

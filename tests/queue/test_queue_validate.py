@@ -168,3 +168,25 @@ def test_a_hostile_settings_file_is_a_sentence_not_a_traceback(tmp_path, body):
     path.write_bytes(body)
     with pytest.raises(SettingsError, match="mask.json"):
         load_settings_file(str(path))
+
+
+def test_a_python_target_naming_a_function_its_module_lacks_is_refused_when_added(tmp_path,
+                                                                                 monkeypatch):
+    """'Checked now, not at 3 a.m.': the module's source is read (never imported: a
+    scientist's module may do anything when imported) for the function's name."""
+    lab = tmp_path / "mylab_steps.py"
+    lab.write_text("import os\nTHRESHOLD = 3\n\ndef segment(settings):\n    return 0\n\n"
+                   "class Stage:\n    pass\n\nraise SystemExit('importing me is a side effect')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    queue = Queue()
+    for name in ("segment", "Stage", "THRESHOLD", "os"):
+        add_checked(queue, Job(module="python", id=f"ok-{name}",
+                               settings={"target": f"mylab_steps:{name}"}))
+    with pytest.raises(QueueError, match=r"module 'mylab_steps' has no 'segmnet'.*Correct the "
+                                         r"function's name"):
+        add_checked(queue, Job(module="python", id="typo",
+                               settings={"target": "mylab_steps:segmnet"}))
+    # a module whose names are made at run time cannot be judged from its source: not refused
+    (tmp_path / "mylab_dynamic.py").write_text("from os.path import *\n")
+    add_checked(queue, Job(module="python", id="dyn", settings={"target": "mylab_dynamic:anything"}))
+    assert [j.id for j in queue.jobs] == ["ok-segment", "ok-Stage", "ok-THRESHOLD", "ok-os", "dyn"]
