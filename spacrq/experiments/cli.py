@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,12 @@ from spacrq.experiments.live import RunLines
 from spacrq.terminal import FOLLOW_STOPPED, LiveLines, follow, plain
 from spacrq import experiments as ex
 from spacrq.cli import CliError
-from spacrq.experiments.declarations import check_name
+from spacrq.experiments.checking import refuse_bad_config
+from spacrq.experiments.declarations import declaration_of, declare_checked, probe_spec
 from spacrq.experiments.errors import ExperimentError
+from spacrq.experiments.manifest import spec_environment
 from spacrq.fmt import duration
 from spacrq.runfiles import RunFileError, dumps, loads
-from spacrq.procs import interpreter
 from spacrq.workspace import default_path
 
 
@@ -73,14 +75,19 @@ def _value(text: str) -> Any:
 
 
 def _config(args, spec: ex.ExperimentSpec) -> dict[str, Any] | None:
+    """The configuration of ``--config`` under ``--set``, checked as the module checks it
+    (a queue's ``experiment`` job is checked alike when it is added)."""
     config: dict[str, Any] | None = None
+    manifest = None
     if args.config:
         path = Path(args.config).expanduser()
         if not path.exists():
             _fail(f"configuration file {path} does not exist; correct --config")
         config = ex.read_config_file(path, "--config file")
-    if args.set:
         manifest = ex.read_manifest(spec)
+        refuse_bad_config(manifest, config, f"fix {path}")
+    if args.set:
+        manifest = manifest or ex.read_manifest(spec)
         config = dict(config or {})
         for item in args.set:
             key, sep, raw = item.partition("=")
@@ -134,7 +141,11 @@ def _print_status(status: dict, as_json: bool) -> None:
     if status.get("in_flight"):
         _say(f"  step in flight: {status['in_flight'].get('step_id')}")
     progress = status.get("progress") or {}
-    if progress.get("eta_s") is not None:
+    if progress.get("eta_s") is not None and status["state"] == "paused":
+        # a held run is not getting closer to its end: no "left" while it waits
+        _say(f"  {progress['fraction']:.0%} done, paused (about {duration(progress['eta_s'])} "
+             f"of steps left once it continues, {progress['step_s']:.2f} s a step)")
+    elif progress.get("eta_s") is not None:
         _say(f"  {progress['fraction']:.0%} done, about {duration(progress['eta_s'])} left "
               f"({progress['step_s']:.2f} s a step)")
     for note in status.get("notes") or []:
@@ -158,24 +169,35 @@ def _wait(run_dir: Path, until: tuple[str, ...] = ex.ENDED_STATES, ok: tuple[str
     return 1
 
 
+def _here(path: str | None) -> str | None:
+    """A path typed at the shell means what it says from where it was typed."""
+    return str(Path(path).expanduser().absolute()) if path else None
+
+
 def cmd_declare(args) -> int:
+    """Checked as the Declare… dialog checks: the declaration whole, then the module is asked
+    for its manifest (unless ``--no-check``); a name that is taken needs ``--replace``."""
     env = {}
     for item in args.env or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             _fail(f"--env {item!r} must be NAME=value")
         env[key.strip()] = value
-    name = check_name(args.name)
     root = _root(args)
-    folder = root / "experiments" / name
-    spec = ex.ExperimentSpec(name, args.module, args.python or interpreter(),
-                             str(Path(args.cwd).expanduser().resolve()) if args.cwd else str(folder),
-                             env, str(Path(args.run_root).expanduser().resolve())
-                             if args.run_root else str(folder / "runs"))
-    if not args.cwd:  # the default checkout is the workspace's folder for it
-        Path(spec.cwd).mkdir(parents=True, exist_ok=True)
-    ex.declare_experiment(root, spec)
-    print(f"declared {name}: python -m {spec.module} (runs in {spec.run_root})")
+    spec = declaration_of(root, name=args.name, module=args.module, python=_here(args.python),
+                          cwd=_here(args.cwd), run_root=_here(args.run_root), env=env)
+    if not args.no_check:
+        probe = probe_spec(root, spec)
+        try:
+            ex.read_manifest(probe, env=spec_environment(probe))
+        except ExperimentError as exc:
+            _fail(f"{spec.name} is not declared: {exc} (or declare it unchecked with --no-check)")
+    spec, old = declare_checked(root, spec, replace=args.replace)
+    if old is not None:
+        print(f"replaced {spec.name} (was python -m {old.module}): python -m {spec.module} "
+              f"(runs in {spec.run_root})")
+    else:
+        print(f"declared {spec.name}: python -m {spec.module} (runs in {spec.run_root})")
     return 0
 
 
@@ -196,6 +218,38 @@ def cmd_manifest(args) -> int:
     return 0
 
 
+def _runs_by_start(spec: ex.ExperimentSpec) -> list[tuple[Path, dict]]:
+    """Every run with its status, oldest start first, newest last (next to the prompt); a
+    run that never started counts from when it was created."""
+    found = [(run_dir, ex.status_of(run_dir)) for run_dir in ex.runs_of(spec.run_root)]
+
+    def began(item: tuple[Path, dict]) -> tuple[float, str]:
+        run_dir, status = item
+        when = status.get("started_at") or ex.created_of(run_dir).get("created")
+        if not isinstance(when, (int, float)) or isinstance(when, bool):
+            try:
+                when = run_dir.stat().st_mtime
+            except OSError:
+                when = 0.0
+        return float(when), run_dir.name
+    return sorted(found, key=began)
+
+
+def _when(epoch: Any) -> str:
+    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or not epoch:
+        return "-".ljust(16)
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+def _state_words(status: dict) -> str:
+    """The state as ``exp list`` says it: a run whose start failed says it never started."""
+    words = status["state"].replace("_", " ")
+    if "start_failed" in status and status["state"] == "created":
+        said = status["start_failed"]
+        return "never started" + (f" ({said})" if said else " (the module exited first)")
+    return words
+
+
 def cmd_list(args) -> int:
     if args.json:
         return _list_json(args)
@@ -204,13 +258,12 @@ def cmd_list(args) -> int:
         if not specs:
             print("no experiments declared; add one with 'spacrq exp declare NAME MODULE'")
         for spec in specs:
-            _say(f"{spec.name}: python -m {spec.module}  ({len(ex.runs_of(spec.run_root))} runs)")
+            _say(f"{spec.name}: python -m {spec.module}  ({_runs(len(ex.runs_of(spec.run_root)))})")
         return 0
     spec = _spec(args)
-    for run_dir in ex.runs_of(spec.run_root):
-        status = ex.status_of(run_dir)
-        _say(f"{run_dir.name}  {status['state'].replace('_', ' ')}  "
-              f"{status['completed']}/{status.get('total') or '?'}")
+    for run_dir, status in _runs_by_start(spec):
+        _say(f"{_when(status.get('started_at'))}  {run_dir.name}  {_state_words(status)}  "
+             f"{status['completed']}/{status.get('total') or '?'}")
     for name, why in ex.linked_runs_of(spec.run_root):
         _say(f"{name}  refused: {why}")
     return 0
@@ -225,10 +278,12 @@ def _list_json(args) -> int:
         return 0
     spec = _spec(args)
     runs = []
-    for run_dir in ex.runs_of(spec.run_root):
-        status = ex.status_of(run_dir)
+    for run_dir, status in _runs_by_start(spec):
         runs.append({"run_id": run_dir.name, "state": status["state"],
-                     "completed": status["completed"], "total": status.get("total")})
+                     "completed": status["completed"], "total": status.get("total"),
+                     "started_at": status.get("started_at"),
+                     "never_started": "start_failed" in status and status["state"] == "created",
+                     "start_failed": status.get("start_failed")})
     refused = [{"run_id": name, "refused": why} for name, why in ex.linked_runs_of(spec.run_root)]
     _print_json("exp-runs", {"experiment": spec.name, "runs": runs, "refused": refused})
     return 0
@@ -354,14 +409,31 @@ def register(subparsers) -> None:
         return p
 
     p = add("declare", cmd_declare, "declare an experiment in the workspace")
-    p.add_argument("module", metavar="MODULE", help="run as 'python -m MODULE'")
-    p.add_argument("--python", help="its interpreter (default: spacrq's)")
+    p.description = ("Declare an experiment in the workspace, checked as the window's Declare… "
+                     "checks it: the module is asked for its manifest (python -m MODULE "
+                     "--manifest, in its interpreter and folder) and a module that cannot "
+                     "answer is refused (exit 2). A name already declared is refused too, "
+                     "unless --replace is given.")
+    p.add_argument("module", metavar="MODULE",
+                   help="run as 'python -m MODULE' (an import path, or its package folder)")
+    p.add_argument("--python", help="its interpreter, or its venv folder (default: spacrq's)")
     p.add_argument("--cwd", help="its checkout (default: the workspace's experiment folder)")
     p.add_argument("--run-root", help="where its runs go")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a variable it gets")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the declaration of the same name (its runs stay on disk); "
+                        "says what it replaced")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not ask the module now (its environment is installed later, or this "
+                        "machine cannot run it); a run asks it when it starts")
     p = add("manifest", cmd_manifest, "print what the module takes")
     p.add_argument("--json", action="store_true", help="the manifest as JSON")
-    p = sub.add_parser("list", parents=[common], help="the declared experiments, or one's runs")
+    p = sub.add_parser("list", parents=[common], help="the declared experiments, or one's runs",
+                       description="The declared experiments; with NAME, that experiment's runs "
+                                   "ordered by start time, oldest first and the newest last "
+                                   "(a run not started yet by when it was created), each with "
+                                   "its start, state and steps done; a run whose module exited "
+                                   "before it started says 'never started' and why.")
     p.add_argument("name", metavar="NAME", nargs="?")
     p.add_argument("--json", action="store_true", help="the list as JSON")
     p.set_defaults(handler=_guarded(cmd_list))
@@ -399,3 +471,7 @@ def register(subparsers) -> None:
         return 2
 
     exp.set_defaults(handler=usage)
+
+
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"

@@ -127,8 +127,9 @@ class HeldEditLock(EditLock):
 class RunnerLock:
     """The exclusive ``runner.lock`` of one queue, held for the runner's life."""
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    def __init__(self, folder: str | os.PathLike, queue: str | os.PathLike = "FILE") -> None:
         self.file = Path(folder) / RUNNER_LOCK_FILE
+        self.queue = str(queue)  # named in the refusal
         self.fd = -1
 
     def acquire(self) -> "RunnerLock":
@@ -139,7 +140,7 @@ class RunnerLock:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             raise QueueError(f"this queue is already being run by process {holder}; stop it "
-                             "with 'spacrq queue stop FILE' or wait for it to finish") from None
+                             f"with 'spacrq queue stop {self.queue}' or wait for it to finish") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         self.fd = fd

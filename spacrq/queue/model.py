@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -209,12 +210,16 @@ class Job:
         return failed > 0 or bool(self.run_status.get("unreadable"))
 
     def default_label(self) -> str:
+        """A name for a job given none: a command job's program as it would be typed
+        (quoted, its first few words), else its module and what it works on."""
         target = ""
         if isinstance(self.settings, dict):
             src = self.settings.get("src")
-            if not src and self.module == "command":
-                argv = self.settings.get("argv")
-                src = " ".join(map(str, argv[:3])) if isinstance(argv, list) else ""
+            argv = self.settings.get("argv")
+            if not src and self.module == "command" and isinstance(argv, list) and argv:
+                words = [str(a) for a in argv[:4]]
+                label = shlex.join(words) + (" …" if len(argv) > 4 else "")
+                return label if len(label) <= 80 else label[:79] + "…"
             target = str(src) if src else ""
         elif self.settings:
             target = str(self.settings).replace("\\", "/").rsplit("/", 1)[-1]

@@ -213,7 +213,7 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     target = Path(path).resolve()
     if not target.is_file():
         load_queue(target)  # raises the one-sentence reason, before any logs folder exists
-    lock = RunnerLock(logs_dir(target)).acquire()
+    lock = RunnerLock(logs_dir(target), path).acquire()
     supervisor = Supervisor()
     supervisor.warm()  # its start-up overlaps the runner's own (load, check, first write)
     control = Control(logs_dir(target), report=_report)

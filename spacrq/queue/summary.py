@@ -61,7 +61,7 @@ def classify_failure(exit_code: int | None, log_path: str | Path) -> tuple[str, 
         return "ConfigurationError", "bad settings or arguments (exit code 2)"
     if exit_code is not None and exit_code < 0:
         return "Killed", f"killed by signal {-exit_code}"
-    return "JobFailure", (tail[-1].strip() if tail else f"exited with code {exit_code}")
+    return "JobFailure", (tail[-1].strip() if tail else "its log says nothing about why")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class QueueResult:
     def summary(self) -> str:
         """What ran, what failed and why (grouped), what was skipped, what is partial."""
         q = self.queue
-        lines = [_RULE, f" spacrq queue {q.name}: {len(q.jobs)} job(s), {self.headline()}", _RULE,
+        lines = [_RULE, f" spacrq queue '{q.name}': {len(q.jobs)} job(s), {self.headline()}", _RULE,
                  f" started  {self.started or '—'}",
                  f" finished {self.finished or '—'} ({fmt_duration(self.duration_s)})"]
         if self.log_dir:
@@ -207,7 +207,9 @@ class QueueResult:
             lines.append(f" STOPPED: {self.stopped_reason}")
             lines.append("")
         lines.extend(f" note: {n}" for n in self.notes)
-        if self.ok:
+        if self.ok and q.jobs:
             lines.append(" Every job completed and nothing is partial.")
+        elif not q.jobs:
+            lines.append(" The queue holds no job: nothing ran.")
         lines.append(_RULE)
         return "\n".join(lines)
