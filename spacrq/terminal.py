@@ -69,6 +69,10 @@ class Frame:
     lines: tuple[str, ...]
     ended: bool = False
     exit_code: int = 0
+    #: what counts as a change worth a new line when the output is not a terminal: the lines
+    #: without their clocks (elapsed, ETA), so a log of ``--follow`` gets a line per event
+    #: rather than one a second (empty: the lines themselves)
+    key: tuple = ()
 
 
 def bar(done: int, total: int | None, width: int = 24) -> str:
@@ -174,10 +178,10 @@ def follow(poll: Callable[[], Frame], *, stream: TextIO | None = None, interval:
                     failures += 1
                     last = Frame((f"(cannot read the run: {exc})",),
                                  ended=failures >= FOLLOW_MAX_FAILURES, exit_code=1)
-                if not live and last.lines != shown:
+                if not live and (last.key or last.lines) != shown:
                     stream.write(plain("\n".join(last.lines)) + "\n")
                     stream.flush()
-                    shown = last.lines
+                    shown = last.key or last.lines
                 if last.ended:
                     break
                 wake.wait(interval)

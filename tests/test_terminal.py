@@ -49,6 +49,33 @@ def test_follow_in_a_pipe_prints_each_changed_frame_once_and_ends_with_the_run()
     assert "\x1b" not in out.getvalue()
 
 
+def test_follow_in_a_pipe_prints_a_line_per_event_not_per_tick_of_its_clock():
+    """`status --follow > file` wrote a line every second: the elapsed time changed."""
+    frames = iter([Frame(("1 of 3  elapsed 1s",), key=("1 of 3",)),
+                   Frame(("1 of 3  elapsed 2s",), key=("1 of 3",)),
+                   Frame(("1 of 3  elapsed 3s",), key=("1 of 3",)),
+                   Frame(("2 of 3  elapsed 4s",), key=("2 of 3",)),
+                   Frame(("3 of 3  elapsed 5s",), ended=True, key=("3 of 3",))])
+    out = io.StringIO()
+    follow(lambda: next(frames), stream=out, interval=0.001, enabled=False)
+    assert out.getvalue() == "1 of 3  elapsed 1s\n2 of 3  elapsed 4s\n3 of 3  elapsed 5s\n"
+
+
+def test_a_running_queues_frame_changes_with_its_jobs_not_its_clock(tmp_path):
+    from spacrq.queue import Job, Queue, save_queue
+    from spacrq.queue.live import _view
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}), validate=False)
+    queue.jobs[0].status, queue.jobs[0].started = "running", "2026-12-01T10:00:00+00:00"
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    (lines1, key1), (lines2, key2) = _view(path, now=1_796_119_205), _view(path, now=1_796_119_214)
+    assert lines1 != lines2 and key1 == key2  # only the clock moved
+    queue.jobs[0].status = "success"
+    save_queue(queue, path)
+    assert _view(path, now=1_796_119_214)[1] != key2  # the job ended: a change
+
+
 def test_follow_stopped_with_ctrl_c_leaves_the_run_and_says_so(capsys):
     def poll():
         raise KeyboardInterrupt

@@ -21,12 +21,17 @@ _FINISHED = (STATUS_SUCCESS, STATUS_FAILED, STATUS_SKIPPED)
 
 def queue_lines(path: str | os.PathLike, *, now: float | None = None) -> list[str]:
     """The queue's state as a few short lines (a sentence when it cannot be read)."""
+    return _view(path, now)[0]
+
+
+def _view(path: str | os.PathLike, now: float | None = None) -> tuple[list[str], tuple]:
+    """The lines, and the same without their clocks (what a change is: see Frame.key)."""
     from spacrq.queue.store import load_queue
     from spacrq.queue.summary import log_tail
     try:
         queue = load_queue(path)
     except QueueError as exc:
-        return [f"cannot read the queue: {exc}"]
+        return [f"cannot read the queue: {exc}"], ()
     now = time.time() if now is None else now
     total = len(queue.jobs)
     finished = [j for j in queue.jobs if j.status in _FINISHED]
@@ -39,21 +44,24 @@ def queue_lines(path: str | os.PathLike, *, now: float | None = None) -> list[st
                          if n) or "none yet"
     starts = [t.timestamp() for t in (parse_iso(j.started) for j in queue.jobs) if t]
     elapsed = f"  elapsed {duration(now - min(starts))}" if starts else ""
-    lines = [f"{queue.name}: {len(finished)} of {total} jobs finished ({outcomes}) "
-             f"{bar(len(finished), total)}{elapsed}"]
+    head = (f"{queue.name}: {len(finished)} of {total} jobs finished ({outcomes}) "
+            f"{bar(len(finished), total)}")
+    lines, key = [head + elapsed], [head]
     for i, job in enumerate(queue.jobs, start=1):
         if job.status != STATUS_RUNNING:
             continue
         started = parse_iso(job.started)
         took = duration(now - started.timestamp()) if started else "—"
         lines.append(f"running  {i}. {job.id} ({job.module}) for {took}")
+        key.append(f"running {i}")
         last = log_tail(job.log_path, max_lines=1) if job.log_path else []
         last = [ln for ln in last if not ln.startswith("# ")]
         if last:
             lines.append(f"         {last[-1][:160]}")
     if queue.stopped_reason:
         lines.append(f"stopped: {queue.stopped_reason}")
-    return lines
+        key.append(lines[-1])
+    return lines, tuple(key)
 
 
 def queue_frame(path: str | os.PathLike) -> Frame:
@@ -61,10 +69,10 @@ def queue_frame(path: str | os.PathLike) -> Frame:
     from spacrq.queue.runner import runner_state
     from spacrq.queue.store import load_queue
     from spacrq.queue.summary import QueueResult
-    lines = queue_lines(path)
+    lines, key = _view(path)
     state: dict[str, Any] | None = runner_state(path)
     if state and state.get("alive"):
-        return Frame(tuple(lines))
+        return Frame(tuple(lines), key=key)
     try:
         queue = load_queue(path)
     except QueueError:
