@@ -13,4 +13,4 @@ Files are the truth, processes do the work, the window watches and asks.
 Nothing outside :mod:`spacrq.ui` imports Qt.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

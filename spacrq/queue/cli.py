@@ -357,16 +357,23 @@ def register(subparsers: Any) -> None:
                          epilog="For the command module the program may follow '--': "
                                 "spacrq queue add night.queue.json command -- rsync -a A B")
     sub._parser_class = plain
-    add.add_argument("file")
-    add.add_argument("module")
+    add.add_argument("file", help="the queue file (NAME.queue.json), made if it does not exist")
+    add.add_argument("module", help="what the job runs: command, python, blockwise, experiment, "
+                                    "or a spaCR step ('python -m spacrq.run --list' lists them)")
     add.add_argument("--settings", help="settings file (CSV Key,Value or JSON)")
-    add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    add.add_argument("--id")
-    add.add_argument("--label")
-    add.add_argument("--after", action="append", default=[], metavar="ID")
-    add.add_argument("--timeout", type=_positive(float, "--timeout"), metavar="SECONDS")
-    add.add_argument("--retries", type=_positive(int, "--retries"), default=0)
-    add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="one setting, on top of --settings (repeat for more)")
+    add.add_argument("--id", help="the job's id (default: made from the module, e.g. command-2); "
+                                  "it names the job's log")
+    add.add_argument("--label", help="the name shown for the job (default: from its settings)")
+    add.add_argument("--after", action="append", default=[], metavar="ID",
+                     help="run only after job ID succeeded, else skip it (repeat for more)")
+    add.add_argument("--timeout", type=_positive(float, "--timeout"), metavar="SECONDS",
+                     help="stop the job and fail it after this long (default: none)")
+    add.add_argument("--retries", type=_positive(int, "--retries"), default=0,
+                     help="run a failed job again up to this many times (default 0)")
+    add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                     help="an environment variable the job gets (repeat for more)")
     add.add_argument("--cwd", help="folder the job runs in (default: this one)")
     add.set_defaults(handler=cmd_add)
 
@@ -374,13 +381,18 @@ def register(subparsers: Any) -> None:
                            ("plan", cmd_plan, "show what would run, in order")):
         p = sub.add_parser(name, help=text)
         p.add_argument("file")
-        p.add_argument("--json", action="store_true", help=f"print the {name} as JSON")
+        p.add_argument("--json", action="store_true",
+                       help=f"print the {'problems' if name == 'validate' else 'plan'} as JSON")
         p.set_defaults(handler=fn)
 
     run = sub.add_parser("run", help="run the queue (this process becomes its runner)")
     run.add_argument("file")
-    run.add_argument("--on-error", choices=ON_ERROR_CHOICES)
-    run.add_argument("--max-consecutive-failures", type=_positive(int, "--max-consecutive-failures"))
+    run.add_argument("--on-error", choices=ON_ERROR_CHOICES,
+                     help="after a failed job: go on with the next (continue) or stop (stop); "
+                          "kept in the file")
+    run.add_argument("--max-consecutive-failures", type=_positive(int, "--max-consecutive-failures"),
+                     help="stop after this many failures in a row, a systematic problem "
+                          "(0: never); kept in the file")
     run.add_argument("--detach", action="store_true", help="run in the background and return")
     run.add_argument("--notify", action="append", default=[], metavar="ARG",
                      help="command run once when the queue ends, one --notify per argument "
@@ -397,7 +409,9 @@ def register(subparsers: Any) -> None:
 
     stop = sub.add_parser("stop", help="stop after the running job (--now: abort it)")
     stop.add_argument("file")
-    stop.add_argument("--now", action="store_true")
+    stop.add_argument("--now", action="store_true",
+                      help="abort the running job now (its processes are stopped; it becomes "
+                           "not_run and runs again on resume)")
     stop.set_defaults(handler=cmd_stop)
 
     for name, fn, text in (("resume", cmd_resume, "carry on after a stop, abort or crash"),
@@ -406,12 +420,13 @@ def register(subparsers: Any) -> None:
         p = sub.add_parser(name, help=text)
         p.add_argument("file")
         if name == "resume":
-            p.add_argument("--retry-failed", action="store_true")
-        p.add_argument("--on-error", choices=ON_ERROR_CHOICES)
+            p.add_argument("--retry-failed", action="store_true",
+                           help="also run failed jobs, and the jobs skipped because of them, again")
+        p.add_argument("--on-error", choices=ON_ERROR_CHOICES, help="as for run")
         p.add_argument("--max-consecutive-failures",
-                       type=_positive(int, "--max-consecutive-failures"))
-        p.add_argument("--detach", action="store_true")
-        p.add_argument("--notify", action="append", default=[], metavar="ARG")
+                       type=_positive(int, "--max-consecutive-failures"), help="as for run")
+        p.add_argument("--detach", action="store_true", help="run in the background and return")
+        p.add_argument("--notify", action="append", default=[], metavar="ARG", help="as for run")
         p.set_defaults(handler=fn)
 
 
