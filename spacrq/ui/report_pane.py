@@ -25,8 +25,8 @@ import os
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
-                               QMenu, QPlainTextEdit, QSplitter, QTableView, QTabWidget,
-                               QToolButton, QTreeView, QVBoxLayout, QWidget)
+                               QMenu, QPlainTextEdit, QPushButton, QSplitter, QTableView,
+                               QTabWidget, QTreeView, QVBoxLayout, QWidget)
 
 from spacrq.blockwise import pane as logic
 from spacrq.blockwise.watch import ReportSnapshot, ReportWatcher
@@ -201,10 +201,10 @@ class RunReportPane(PaneBase):
         left = QWidget(self)
         bar = QHBoxLayout()
         title = QLabel("<b>Blockwise runs</b>", left)
-        self.open_button = QToolButton(left)
-        self.open_button.setText("Open…")
+        # a push button with a menu: its arrow gets room of its own (a tool button's arrow
+        # was drawn over the end of "Open…")
+        self.open_button = QPushButton("Open…", left)
         self.open_button.setToolTip(self.controls.open_store.tip)
-        self.open_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.open_button)
         menu.addAction("runs.jsonl file…", self._choose_file)
         menu.addAction("Tracking store folder…", self._choose_folder)
