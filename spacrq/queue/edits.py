@@ -36,12 +36,14 @@ from typing import Any
 
 from spacrq.queue.model import (RESUMABLE_STATUSES, STATUS_RUNNING, Job, Queue, QueueError)
 from spacrq.queue.settings import SettingsError, split_override
-from spacrq.queue.store import edit_lock, load_queue, save_queue
-from spacrq.queue.validate import Modules, validate_job
+from spacrq.queue.locks import runner_holds
+from spacrq.queue.store import edit_lock, edit_queue, load_queue, logs_dir, save_queue
+from spacrq.queue.validate import Modules, add_checked, validate_job
 from spacrq.watching import Code
 
 __all__ = ["EDIT_KEYS", "EDITABLE_STATUSES", "EditError", "EditRefused", "EditInvalid",
-           "EditMissing", "EditBusy", "EditFailed", "edit_job", "edit_refusal", "take_edits"]
+           "EditMissing", "EditBusy", "EditFailed", "add_job", "edit_job", "edit_refusal",
+           "take_edits"]
 
 #: the keys of ``changes`` (``after`` is the job's ``depends_on``)
 EDIT_KEYS: tuple[str, ...] = ("settings", "overrides", "after", "timeout", "label")
@@ -281,6 +283,52 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any],
                          "folder is writable") from None
     finally:
         lock.__exit__(None, None, None)
+
+
+# -- adding a job to the file ---------------------------------------------------------
+
+def add_job(queue_path: str | os.PathLike, job: Job, *, modules: Modules | None = None,
+            warnings: list[str] | None = None) -> tuple[Job, bool]:
+    """Add ``job`` to the queue file as ``spacrq queue add`` does; ``(the job as added,
+    whether a runner holds the queue)``.
+
+    The pane adds this way while a runner owns the file (its own copy is the
+    runner's then, not the operator's to save): checked by
+    :func:`~spacrq.queue.validate.add_checked` under the edit lock, through
+    :func:`~spacrq.queue.store.edit_queue`, so the runner takes the job in at
+    its next transition and runs it after the jobs already queued.  A job
+    without an id gets one unused in the file.
+
+    :raises EditError: :class:`EditMissing` (no such file), :class:`EditInvalid`
+        (the check found errors), :class:`EditFailed` (the file could not be
+        locked, read or written) — nothing is written then.
+    """
+    path = Path(queue_path)
+    held: list[bool] = []
+    problems: list = []
+
+    def add(queue: Queue) -> None:
+        try:
+            problems.extend(add_checked(queue, job, modules))
+        except QueueError as exc:
+            raise EditInvalid(str(exc)) from None
+        held.append(runner_holds(logs_dir(path)))
+
+    if not path.exists():
+        raise EditMissing(f"Not added: the queue file {path} is not there any more; open it "
+                          "again")
+    try:
+        edit_queue(path, add)
+    except EditError as exc:
+        raise type(exc)(f"Not added: {exc}") from None
+    except QueueError as exc:
+        if not path.exists():
+            raise EditMissing(f"Not added: the queue file {path} is not there any "
+                              "more") from None
+        raise EditFailed(f"Not added: {exc}") from None  # the lock, the read or the write
+    if warnings is not None:
+        warnings.extend(f"{p.message} — {p.fix}" for p in problems)
+    return job, bool(held and held[0])
 
 
 # -- the runner's side ----------------------------------------------------------------

@@ -7,7 +7,11 @@ reaches every rule without a window and the window only applies answers:
   text (built on the poller thread; painting is a tuple lookup);
 * :func:`controls` — which buttons are live in which state, each with the
   tooltip saying why (THE place "Resume is enabled" is decided);
-* :func:`progress` — "done / total" and the caption counting each status;
+* :func:`progress` — "ended / total" and how they ended (the bar's words and
+  colours), and the caption counting each status;
+* :func:`ending` — what the pane says when the runner it watched is gone;
+* :func:`changed_on_disk` — what Save will do with a file changed under
+  unsaved edits (:mod:`spacrq.queue.merge` does it);
 * :func:`edit_refusal` — the sentence refusing an edit while a runner owns
   the file;
 * how the job editor's text fields read (:func:`parse_timeout`,
@@ -28,6 +32,7 @@ from spacrq.queue.model import Job, parse_iso
 from spacrq.watching import Button, Row
 
 __all__ = ["JobFacts", "Button", "Controls", "PaneState", "Progress", "FINISHED_STATUSES",
+           "BAR_COLOURS", "Ending", "ending", "changed_on_disk",
            "COLUMNS", "COL_NUMBER", "COL_JOB", "COL_MODULE", "COL_LABEL", "COL_AFTER",
            "COL_STATUS", "COL_TIME", "COL_LOG", "STATUS_LOOK", "job_row", "rows",
            "status_word", "status_tip", "time_text", "progress", "controls", "edit_refusal",
@@ -186,6 +191,11 @@ def rows(jobs: Sequence[Job], old: Sequence[Row] = (), touched: set[str] | None 
 
 #: the order the caption counts statuses in
 _CAPTION_ORDER = ("running", "succeeded", "partial", "failed", "skipped", "not run", "pending")
+#: the ended statuses, in the order the bar shows them
+_ENDED_WORDS = ("succeeded", "partial", "failed", "skipped")
+#: the bar's fill per ended status: green only for what succeeded
+BAR_COLOURS = {"succeeded": "#8cc59a", "partial": "#e3c163", "failed": "#e08585",
+               "skipped": "#b79ad8"}
 
 
 @dataclass(frozen=True)
@@ -206,11 +216,45 @@ class Progress:
 
     @property
     def summary(self) -> str:
-        return ", ".join(f"{n} {w}" for w, n in self.counts.items())
+        order = _ENDED_WORDS + ("running", "not run", "pending")
+        words = [w for w in order if self.counts.get(w)]
+        words += [w for w in self.counts if w not in order and self.counts[w]]
+        return ", ".join(f"{self.counts[w]} {w}" for w in words)
 
     @property
     def running(self) -> bool:
         return bool(self.counts.get("running"))
+
+    @property
+    def bar_text(self) -> str:
+        """The bar's words: how many jobs ended, and how — a failure never reads as done well.
+
+        "7 / 7 ended: 5 succeeded, 1 failed, 1 skipped"; "7 / 7 ended: all succeeded".
+        """
+        head = f"{self.done} / {self.total} ended"
+        ended = [(w, self.counts.get(w, 0)) for w in _ENDED_WORDS if self.counts.get(w)]
+        if not ended:
+            return head
+        if len(ended) == 1 and ended[0][0] == "succeeded":
+            return (f"{head}: all succeeded" if self.done == self.total
+                    else f"{head}: {self.done} succeeded")
+        return f"{head}: " + ", ".join(f"{n} {w}" for w, n in ended)
+
+    @property
+    def bar_segments(self) -> tuple[tuple[str, int, str], ...]:
+        """``(status word, jobs, colour)`` for each part of the bar, left to right."""
+        return tuple((w, self.counts[w], BAR_COLOURS[w]) for w in _ENDED_WORDS
+                     if self.counts.get(w))
+
+    @property
+    def bar_look(self) -> str:
+        """``"failed"`` when a job failed, ``"warning"`` when one was skipped or is partial,
+        ``"ok"`` when every job that ended succeeded (``""`` before any ended)."""
+        if self.counts.get("failed"):
+            return "failed"
+        if self.counts.get("skipped") or self.counts.get("partial"):
+            return "warning"
+        return "ok" if self.done else ""
 
     @property
     def statuses(self) -> frozenset[str]:
@@ -228,6 +272,73 @@ def progress(shown: Sequence[Row]) -> Progress:
     done = sum(n for word, n in tally.items() if word in ("succeeded", "partial", "failed",
                                                             "skipped"))
     return Progress(done, len(shown), dict(tally))
+
+
+# -- how a run ended ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ending:
+    """What the pane says when its queue's runner ends: ``level`` of the message line,
+    the ``message`` itself and the desktop ``notice``."""
+
+    level: str
+    message: str
+    notice: str
+
+
+def ending(runner: Mapping[str, Any], counted: Progress, name: str) -> Ending:
+    """The line the pane shows when the runner it watched is gone.
+
+    The reason comes from what the ending runner itself wrote in
+    ``runner.json`` — never from the queue file's ``stopped_reason``, which an
+    earlier run (an abort before a Resume) may have left there.  A runner
+    that crashed or was killed wrote nothing: it ends with a sentence saying
+    so, and that Resume adopts the job it left running (or records how that
+    job ended), instead of any old reason.
+    """
+    state = str(runner.get("state") or "ended")
+    summary = counted.summary or "no jobs"
+    notice = f"Queue {name} {state}: {summary}"
+    if state == "crashed":
+        job = runner.get("current_job")
+        error = runner.get("error")
+        where = f"while {job} was running" if job else "mid-run"
+        why = f" ({error})" if error else ""
+        left = (f"{job} may still be running: Resume adopts it (or records how it ended) "
+                if job else "Resume adopts a job left running (or records how it ended) ")
+        return Ending("warning", f"The queue's runner crashed or was killed {where}{why}: "
+                                 f"{summary}. {left}and runs only what has not run; finished "
+                                 "jobs are not run again.",
+                      f"Queue {name} crashed: {summary}")
+    why = str(runner.get("stopped_reason") or "")
+    if not why and state == "stopped":
+        why = str(runner.get("error") or "")
+    level = "info" if state == "finished" and not counted.counts.get("failed") else "warning"
+    return Ending(level, f"The queue {state}{f' ({why})' if why else ''}: {summary}. Hover a "
+                         "status to read why a job failed or was skipped.", notice)
+
+
+def changed_on_disk(file_name: str, news: Any) -> str:
+    """The warning shown when the file changed under unsaved edits: what Save will do.
+
+    ``news`` is a :class:`spacrq.queue.merge.DiskNews`.
+    """
+    bits = []
+    if news.added:
+        bits.append(f"{_few(news.added)} added there")
+    if news.changed:
+        bits.append(f"{_few(news.changed)} changed there")
+    if news.removed:
+        bits.append(f"{_few(news.removed)} removed there")
+    if news.settings:
+        bits.append(f"{', '.join(news.settings)} changed there")
+    said = f" ({'; '.join(bits)})" if bits else ""
+    return (f"{file_name} changed on disk{said}: Save keeps those changes and adds yours; "
+            "Open reloads it and drops yours.")
+
+
+def _few(ids: Sequence[str], most: int = 3) -> str:
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
 # -- buttons --------------------------------------------------------------------------
@@ -256,7 +367,8 @@ class PaneState:
 
 @dataclass(frozen=True)
 class Controls:
-    """Each control of the Queue pane.  Editing is off while a runner owns the file.
+    """Each control of the Queue pane.  Editing is off while a runner owns the file,
+    except adding a job, which goes into the file under its lock as ``queue add`` does.
 
     ``editor`` is the job editor's fields, ``add`` its Add button (off while
     the job typed last is being checked).
@@ -305,10 +417,20 @@ def controls(state: PaneState) -> Controls:
                    "Run order first.")
     else:
         unmoved = select_first if not selected else ""
+    if alive:  # added through the file, under its lock: the runner takes the job in
+        editor = Button(True, "Line up one more job: the runner takes it in and runs it after "
+                              "the jobs already queued.")
+        add = Button(not state.checking, "Check this job and add it to the running queue's "
+                                         "file; its runner runs it after the jobs already "
+                                         "queued (Enter)." if not state.checking
+                     else "Adding the job…")
+    else:
+        editor = edit(True, "Line up one more job: Enter in any field adds it.")
+        add = edit(not state.checking, "Check this job and add it to the end of the queue "
+                                       "(Enter).", "Checking the job…")
     return Controls(
-        editor=edit(True, "Line up one more job: Enter in any field adds it."),
-        add=edit(not state.checking, "Check this job and add it to the end of the queue (Enter).",
-                 "Checking the job…"),
+        editor=editor,
+        add=add,
         duplicate=edit(bool(selected), "Add a never-run copy of the selected job(s).",
                        select_first),
         remove=edit(bool(selected), "Remove the selected job(s); jobs after them stop "
@@ -322,7 +444,8 @@ def controls(state: PaneState) -> Controls:
                         "problems are listed below." if total else "Add a job first."),
         open=Button(True, "Open a queue file; a running queue shows live."),
         new=edit(True, "Start an empty queue (saved when you press Save)."),
-        save=edit(state.dirty or not state.on_disk, "Write the queue file.",
+        save=edit(state.dirty or not state.on_disk, "Write your changes onto the queue file as "
+                  "it is now: jobs others added meanwhile are kept.",
                   "Nothing to save: the file holds these jobs."),
         save_as=edit(True, "Write the queue under another name."),
         run=edit(runnable, "Check the queue, save it and start it in its own process; closing "

@@ -24,6 +24,15 @@ out by the next poll, each answered by one :class:`~spacrq.watching.Outcome`:
 ``describe`` (module), ``read_settings`` (paths), ``edit`` (job_id, changes)
     what a module takes, the contents of settings files, and a change to
     one job of the file (:func:`spacrq.queue.edits.edit_job`).
+``add_job`` (job)
+    one job added to the file itself, checked, under its lock, as
+    ``spacrq queue add`` does (:func:`spacrq.queue.edits.add_job`): how the
+    pane adds to a running queue, whose runner takes the job in.
+
+``save`` merges: the pane's changes since the queue it last loaded are
+applied onto the file as it is now (:mod:`spacrq.queue.merge`), so a job
+added from a terminal meanwhile is kept, and a job changed on both sides is
+named and refused rather than overwritten.
 """
 from __future__ import annotations
 
@@ -40,6 +49,7 @@ from spacrq.modules import ModuleError, describe_module, registry
 from spacrq.problems import Problem
 from spacrq.queue import edits
 from spacrq.queue.locks import runner_holds
+from spacrq.queue.merge import Conflict, DiskNews, disk_news, merge_queues
 from spacrq.queue.model import RUN_FIELDS, Job, Queue, QueueError
 from spacrq.queue.pane import Progress, edit_refusal, progress, rows
 from spacrq.queue.runner import RUNNER_LOG, request_stop, runner_state, start_runner
@@ -64,7 +74,10 @@ class QueueSnapshot:
     :param rows: the queue file's rows, when they changed, and ``progress``
         counting them.
     :param queue: the parsed queue the rows came from, handed to the editor
-        (only while no runner runs; the watch never touches it again).
+        (only while no runner runs; the watch never touches it again), and
+        ``base`` a copy of it: what the pane's next Save merges its changes
+        against (:mod:`spacrq.queue.merge`); ``news`` how it differs from the
+        pane's last base (``view["base"]``), for the "changed on disk" line.
     :param load_error: one sentence when the queue file cannot be read
         (``""``: the earlier error is gone); ``load_code`` says why
         (:attr:`Code.MISSING`: not on disk, :attr:`Code.INVALID`: not a queue).
@@ -81,6 +94,8 @@ class QueueSnapshot:
     rows: tuple[Row, ...] | None = None
     progress: Progress | None = None
     queue: Queue | None = None
+    base: Queue | None = None
+    news: DiskNews | None = None
     load_error: str | None = None
     load_code: Code | None = None
     on_disk: bool | None = None
@@ -290,29 +305,62 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def save_document(path: Path, token: int, document: Mapping[str, Any]) -> Outcome:
-    """Write the pane's queue document to ``path``, unless a runner owns the file."""
+def save_document(path: Path, token: int, document: Mapping[str, Any],
+                  base: Queue | None = None, keep_ours: Sequence[Conflict] = (),
+                  replace: bool = False) -> Outcome:
+    """Save the pane's queue ``document`` onto ``path``, unless a runner owns the file.
+
+    The file as it is now is read under the edit lock, and the pane's changes
+    since ``base`` (the queue it last loaded or saved) are applied onto it
+    (:func:`spacrq.queue.merge.merge_queues`): jobs others added are kept,
+    a job changed on both sides refuses the save (``CONFLICT``, the
+    conflicts in ``data["conflicts"]``), unless it is in ``keep_ours``.
+    ``replace`` writes the document as it is (Save as…, over a file the
+    operator chose to replace).  ``data["queue"]`` is the queue written (the
+    pane's to keep), ``data["base"]`` a copy of it for the next save,
+    ``data["sent"]`` the document as a queue.
+    """
     refusal = _refusal(path, "save the queue")
     if refusal:
         return _answer(token, "save", Code.REFUSED, refusal, saved=False)
     try:
         queue = Queue.from_dict(document)
+        sent = Queue.from_dict(document)
+    except QueueError as exc:
+        return _answer(token, "save", Code.INVALID, f"Not saved: {_first_line(exc)}", saved=False)
+    note = ""
+    try:
         with edit_lock(path):  # the same lock as every writer: a runner cannot start meanwhile
             if runner_holds(logs_dir(path)):
                 return _answer(token, "save", Code.CONFLICT, "Not saved: a runner started on "
                                "this queue a moment ago; its file is the runner's until it ends.",
                                saved=False)
+            if not replace and path.exists():
+                try:
+                    theirs = load_queue(path)
+                except QueueError as exc:
+                    return _answer(token, "save", Code.CONFLICT, f"Not saved: {path.name} on "
+                                   f"disk cannot be read ({_first_line(exc)}), so what is in it "
+                                   "cannot be kept; repair it, or Save as another file.",
+                                   saved=False)
+                merged = merge_queues(base, queue, theirs, keep_ours)
+                if not merged.ok:
+                    return _answer(token, "save", Code.CONFLICT, merged.refusal(path.name),
+                                   saved=False, conflicts=merged.conflicts)
+                queue, note = merged.queue, merged.note()
             save_queue(queue, path)
     except QueueError as exc:
-        return _answer(token, "save", Code.INVALID, f"Not saved: {_first_line(exc)}", saved=False)
+        return _answer(token, "save", Code.FAILED, f"Not saved: {_first_line(exc)}", saved=False)
     except (OSError, RunFileError) as exc:
         return _answer(token, "save", Code.FAILED, f"Not saved: could not write {path} "
                        f"({getattr(exc, 'strerror', None) or exc}).", saved=False)
-    return _answer(token, "save", Code.DONE, f"Saved {path.name}.", saved=True)
+    return _answer(token, "save", Code.DONE, f"Saved {path.name}.{f' {note}' if note else ''}",
+                   saved=True, queue=queue, base=queue.clone(), sent=sent)
 
 
 def start_queue(path: Path, token: int, how: str, document: Mapping[str, Any] | None,
-                stop=None, current: Queue | None = None) -> Outcome:
+                stop=None, current: Queue | None = None, base: Queue | None = None,
+                keep_ours: Sequence[Conflict] = ()) -> Outcome:
     """Save ``document`` (when given), check the file, then start the detached runner.
 
     ``how`` is ``"run"``, ``"resume"`` or ``"retry"`` (resume, running failed
@@ -320,35 +368,39 @@ def start_queue(path: Path, token: int, how: str, document: Mapping[str, Any] | 
     file's queue as already read (file and journal), checked instead of
     reading the file again; only without a ``document`` to save.
     """
-    saved = False
+    saved, kept = False, {}
     if document is not None:
-        result = save_document(path, token, document)
+        result = save_document(path, token, document, base, keep_ours)
         if not result.ok:
-            return _answer(token, "run", result.code, result.message, saved=False)
+            return _answer(token, "run", result.code, result.message, saved=False,
+                           **{k: v for k, v in result.data.items() if k == "conflicts"})
         saved = True
+        kept = {k: result.data[k] for k in ("queue", "base", "sent")}
     refusal = _refusal(path, "start the queue again")
     if refusal:
-        return _answer(token, "run", Code.REFUSED, refusal, saved=saved)
+        return _answer(token, "run", Code.REFUSED, refusal, saved=saved, **kept)
     try:
         queue = current if current is not None and document is None else load_queue(path)
         problems = validate_queue(queue, Modules(), stop=stop)
     except QueueError as exc:
-        return _answer(token, "run", Code.INVALID, f"Not started: {exc}", saved=saved)
+        return _answer(token, "run", Code.INVALID, f"Not started: {exc}", saved=saved, **kept)
     errors = [p for p in problems if p.is_error]
     if errors:
         return _answer(token, "run", Code.INVALID, f"Not started: {len(errors)} problem(s) must "
                        "be fixed first; each is listed below with its fix.",
-                       saved=saved, problems=tuple(problems))
+                       saved=saved, problems=tuple(problems), **kept)
     if stop is not None and stop():
-        return _answer(token, "run", Code.FAILED, "Not started: the window closed.", saved=saved)
+        return _answer(token, "run", Code.FAILED, "Not started: the window closed.", saved=saved,
+                       **kept)
     try:
         ref = start_runner(path, resume=how != "run", retry_failed=how == "retry")
     except (QueueError, OSError) as exc:
         alive = bool((runner_state(path) or {}).get("alive"))
         return _answer(token, "run", Code.CONFLICT if alive else Code.FAILED,
-                       f"Not started: {_first_line(exc)}", saved=saved, problems=tuple(problems))
+                       f"Not started: {_first_line(exc)}", saved=saved, problems=tuple(problems),
+                       **kept)
     return _answer(token, "run", Code.DONE, f"Started {path.name}.", saved=saved,
-                   problems=tuple(problems), pid=ref.pid, how=how)
+                   problems=tuple(problems), pid=ref.pid, how=how, **kept)
 
 
 def send_stop(path: Path, token: int, now: bool) -> Outcome:
@@ -420,7 +472,7 @@ class QueueWatch(WatchBase):
             target = Path(path)
             self._read_runner(target, found)
             self._read_queue(target, found)
-            self._hand_over(found)
+            self._hand_over(found, view.get("base"))
             self._read_log(target, str(view.get("log_job") or ""), found)
         for token, action, args in self.take_submissions():
             if self.interrupted():
@@ -582,7 +634,7 @@ class QueueWatch(WatchBase):
             self._rows, self._progress = made, progress(made)
             found.rows, found.progress = made, self._progress
 
-    def _hand_over(self, found: _Found) -> None:
+    def _hand_over(self, found: _Found, base: Queue | None = None) -> None:
         """Give the editor the queue to edit, but only while no runner runs.
 
         The object itself is handed over, and from then on the watch never
@@ -593,7 +645,8 @@ class QueueWatch(WatchBase):
             return
         if self._handed is self._rows:
             return
-        found.queue = self._queue
+        found.queue, found.base = self._queue, self._queue.clone()
+        found.news = disk_news(base, self._queue)
         found.rows, found.progress = self._rows, self._progress
         self._handed = self._rows
         self._shared = True
@@ -649,7 +702,7 @@ class QueueWatch(WatchBase):
         except Exception as exc:  # one sentence to the operator, the poller goes on
             return _answer(token, action, Code.FAILED, f"{action} failed: "
                            f"{type(exc).__name__}: {exc}")
-        if outcome.data.get("saved") or (action == "edit" and outcome.ok):
+        if outcome.data.get("saved") or (action in ("edit", "add_job") and outcome.ok):
             self._must_reload = True  # a runner may start on it next: never a checkpoint
             if target is not None and str(target) == self.path:
                 self._read_runner(target, found)
@@ -671,17 +724,37 @@ class QueueWatch(WatchBase):
     def _no_file(self, token: int, action: str) -> Outcome:
         return _answer(token, action, Code.MISSING, "No queue file is open; Save the queue first.")
 
-    def _do_save(self, token: int, path: Path | None, document: Mapping[str, Any]) -> Outcome:
+    def _do_save(self, token: int, path: Path | None, document: Mapping[str, Any],
+                 base: Queue | None = None, keep_ours: Sequence[Conflict] = (),
+                 replace: bool = False) -> Outcome:
         if path is None:
             return self._no_file(token, "save")
-        return save_document(path, token, document)
+        return save_document(path, token, document, base, keep_ours, replace)
 
     def _do_run(self, token: int, path: Path | None, how: str = "run",
-                document: Mapping[str, Any] | None = None) -> Outcome:
+                document: Mapping[str, Any] | None = None, base: Queue | None = None,
+                keep_ours: Sequence[Conflict] = ()) -> Outcome:
         if path is None:
             return self._no_file(token, "run")
         return start_queue(path, token, how, document, stop=self.interrupted,
-                           current=self._current(path) if document is None else None)
+                           current=self._current(path) if document is None else None,
+                           base=base, keep_ours=keep_ours)
+
+    def _do_add_job(self, token: int, path: Path | None, job: Mapping[str, Any]) -> Outcome:
+        """Add one job to the file itself, as ``queue add`` does (the queue is running)."""
+        if path is None:
+            return self._no_file(token, "add_job")
+        warnings: list[str] = []
+        try:
+            added, held = edits.add_job(path, Job.from_dict(job), warnings=warnings)
+        except QueueError as exc:
+            return _answer(token, "add_job", Code.INVALID, f"Not added: {_first_line(exc)}")
+        except edits.EditError as exc:
+            return _answer(token, "add_job", exc.code, str(exc))
+        tail = ("; its runner takes it in and runs it after the jobs already queued" if held
+                else "; Run or Resume runs it")
+        return _answer(token, "add_job", Code.DONE, f"Added {added.id} to {path.name}{tail}.",
+                       job_id=added.id, held=held, warnings=tuple(warnings))
 
     def _do_stop(self, token: int, path: Path | None, now: bool = False) -> Outcome:
         if path is None:

@@ -3,16 +3,17 @@
 File, Run and View reach what the panes already do: *Run ▸ Stop* clicks the
 Queue pane's Stop button, so the menu can never disagree with the pane about
 what Stop means or when it is allowed (each action is enabled exactly when
-its button is).  Only the window's own things — workspaces, panes, About,
-the logs folder — are handled by the window.
+its button is).  Only the window's own things — workspaces, panes, About —
+are handled by the window; the logs folder is opened here, and its path
+shown when nothing on the desktop opens folders.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QObject
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QAbstractButton, QMainWindow, QMenu
+from PySide6.QtCore import QEvent, QObject, Qt, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import QAbstractButton, QMainWindow, QMenu, QMessageBox
 
 #: (key, menu text, shortcut, tip, the Queue pane's button attribute)
 QUEUE_ACTIONS = (
@@ -114,7 +115,8 @@ class MenuBar:
                                         "", window.show_about)
         self.actions["logs"] = _action(window, help_menu, "Open the &logs folder",
                                        "Open the folder holding spacrq's log and crash files.",
-                                       "", window.open_logs_folder)
+                                       "", self.open_logs_folder)
+        self.logs_box = None
         for key, *_rest in QUEUE_ACTIONS + RUN_ACTIONS:
             self.actions[key].setEnabled(False)  # until the Queue pane is there
 
@@ -150,6 +152,34 @@ class MenuBar:
         self.window.show_pane("Queue")
         if button.isEnabled():
             button.click()
+
+    def open_logs_folder(self) -> None:
+        """Open the logs folder in the file manager, or show its path when nothing opens it.
+
+        A workstation without a file manager (a bare window manager, a remote
+        X session) answers ``openUrl`` with False and shows nothing, so the
+        path is put where the operator can read and copy it.
+        """
+        guard = getattr(self.window, "guard", None)
+        if guard is None:
+            self.window.open_logs_folder()  # says there is no logs folder
+            return
+        folder = str(guard.folder)
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(folder)):
+            return
+        self.window.statusBar().showMessage(f"Logs folder: {folder}", 60000)
+        text = (f"Nothing on this desktop opens folders, so here is the path of spacrq's "
+                f"logs folder to copy:\n\n{folder}")
+        if self.logs_box is None:
+            box = QMessageBox(QMessageBox.Icon.Information, "spacrq: the logs folder", text,
+                              QMessageBox.StandardButton.Close, self.window)
+            box.setWindowModality(Qt.WindowModality.NonModal)
+            box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            for button in box.buttons():
+                button.setToolTip("Close this box.")
+            self.logs_box = box
+        self.logs_box.setText(text)
+        self.logs_box.show()
 
     def fill_recent(self) -> None:
         self.recent.clear()

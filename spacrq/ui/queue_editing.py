@@ -3,7 +3,10 @@
 A mixin of :class:`spacrq.ui.queue_pane.QueuePane`, kept apart so the pane
 itself stays about layout and snapshots.  Every edit first asks
 :func:`spacrq.queue.pane.edit_refusal`: while a runner owns the file the
-editor refuses with a sentence instead of writing over the night's state.
+editor refuses with a sentence instead of writing over the night's state —
+except adding a job, which then goes into the file itself, under its lock,
+as ``spacrq queue add`` does, and the runner takes it in.  Save applies the
+pane's changes onto the file as it is now (:mod:`spacrq.queue.merge`).
 Whatever reads or writes a file — checking a job about to be added (its
 settings file, its paths, its module), saving, choosing a name, opening — is
 asked of the watch, and its outcome comes back through the pane.
@@ -34,16 +37,29 @@ class QueueEditing:
         self.queue = Queue(name=path.name.split(".")[0])
         self.dirty = dirty
         self._on_disk = False
+        self._base, self._conflicts = None, ()
         self._adopt_options_back()
         self.show_rows(())
-        self.set_view(path=str(path), log_job="", reload=time.monotonic())
+        self.set_view(path=str(path), log_job="", reload=time.monotonic(), base=None)
         self._update_controls()
 
-    def _adopt(self, queue: Queue) -> None:
-        """Make the file's queue the document (nothing unsaved is lost: only when clean)."""
+    def _adopt(self, queue: Queue, base: Queue | None) -> None:
+        """Make the file's queue the document (nothing unsaved is lost: only when clean).
+
+        ``base`` is an untouched copy of it: the next Save applies the pane's
+        changes since then onto the file as it is by then
+        (:mod:`spacrq.queue.merge`), so what others added meanwhile stays.
+        """
         self.queue = queue
         self.dirty = False
+        self._set_base(base)
         self._adopt_options_back()
+
+    def _set_base(self, base: Queue | None) -> None:
+        """What the file held when the pane last read or wrote it; the watch compares
+        the file with it to say what changed on disk."""
+        self._base, self._conflicts = base, ()
+        self.set_view(base=base)
 
     def _edited(self, keep_selection: list[str] | None = None) -> None:
         """The document changed in memory: show it, mark it unsaved."""
@@ -69,8 +85,6 @@ class QueueEditing:
 
         :returns: the token of the check, None when the job was refused at once.
         """
-        if self._refused("add a job"):
-            return None
         if self._checking:
             self.show_message("info", "Still checking the last job; press Enter again once it "
                                       "is added.")
@@ -79,6 +93,11 @@ class QueueEditing:
         if job is None:
             self.show_message("error", f"Job not added: {problem}.")
             return None
+        if self.runner_alive:  # the file is the runner's: add to it as 'queue add' does
+            self._checking = self.ask("add_job", path=str(self.path), job=job.to_dict())
+            self.show_message("info", "Adding the job to the running queue…")
+            self._update_controls()
+            return self._checking
         job.id = self.queue.mint_id(job.module)
         if not job.label:
             job.label = job.default_label()
@@ -86,6 +105,19 @@ class QueueEditing:
         self.show_message("info", f"Checking {job.id}…")
         self._update_controls()
         return self._checking
+
+    def _job_added_to_file(self, outcome: Outcome) -> None:
+        """The watch's answer about a job added to the running queue's file."""
+        if outcome.token != self._checking:
+            return
+        self._checking = 0
+        if not outcome.ok:
+            self.show_message("error", outcome.message)
+            return
+        self.editor.clear_for_next()
+        warnings = outcome.data.get("warnings") or ()
+        self.show_message("warning" if warnings else "info", outcome.message + (
+            f" Warnings: {'; '.join(warnings)}" if warnings else ""))
 
     def _job_checked(self, outcome: Outcome) -> None:
         """The watch's answer about the job being added: add it, or say why not."""
@@ -101,7 +133,9 @@ class QueueEditing:
             self.show_message("error", f"Job not added: {outcome.message}{more}")
             self._update_controls()
             return
-        if self._refused("add a job"):
+        if self.runner_alive:  # a runner started while it was checked: into its file
+            job.id = ""
+            self._checking = self.ask("add_job", path=str(self.path), job=job.to_dict())
             self._update_controls()
             return
         if self.queue.find(job.id) is not None:  # the document changed while it was checked
@@ -193,7 +227,8 @@ class QueueEditing:
         """
         if self._refused("save the queue") or self.path is None:
             return False
-        token = self.ask("save", path=str(self.path), document=self.queue.to_dict())
+        token = self.ask("save", path=str(self.path), document=self.queue.to_dict(),
+                         base=self._base, keep_ours=self._conflicts)
         self._saving = (token, self._generation)
         return True
 
@@ -206,8 +241,9 @@ class QueueEditing:
         self.path = path
         self.queue.name = path.name.split(".")[0]
         self.runner = {}
-        self.set_view(path=str(path), log_job="", reload=time.monotonic())
-        token = self.ask("save", path=str(path), document=self.queue.to_dict())
+        self._base, self._conflicts = None, ()
+        self.set_view(path=str(path), log_job="", reload=time.monotonic(), base=None)
+        token = self.ask("save", path=str(path), document=self.queue.to_dict(), replace=True)
         self._saving = (token, self._generation)
         self._update_controls()
         return True
@@ -255,7 +291,8 @@ class QueueEditing:
             self.open_queue(self.path)  # arms the discard question, says why
             return
         path, _ = QFileDialog.getOpenFileName(self, "Open a queue", str(self.workspace.queues),
-                                              "Queues (*.queue.json *.json);;All files (*)")
+                                              "Queues (*.queue.json);;JSON files (*.json);;"
+                                              "All files (*)")
         if path:
             self._discard_armed = True
             self.open_queue(path)

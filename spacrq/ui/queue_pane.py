@@ -17,7 +17,10 @@ Rules the pane keeps:
   and log tailing, checking a job before it is added, validation, saving
   and starting the runner all go through the watch;
 * while a runner is alive the editor refuses every change with a sentence —
-  a save would overwrite the file the runner is writing;
+  a save would overwrite the file the runner is writing — except Add job,
+  which adds to the file under its lock (the runner takes the job in);
+* Save never overwrites what others changed: the pane's changes since it
+  read the file are merged onto the file as it is (:mod:`spacrq.queue.merge`);
 * errors are shown in the message line above the table, never in a modal
   dialog; the one question the pane asks is "abort the running job now?".
 """
@@ -33,8 +36,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
 
 from spacrq.queue.model import Queue
 from spacrq.queue.pane import (COL_AFTER, COL_JOB, COL_LABEL, COL_LOG, COL_MODULE, COL_NUMBER,
-                               COL_STATUS, COL_TIME, COLUMNS, STATUS_LOOK, PaneState, controls,
-                               progress, time_text)
+                               COL_STATUS, COL_TIME, COLUMNS, STATUS_LOOK, PaneState,
+                               changed_on_disk, controls, progress, time_text)
 from spacrq.queue.watch import QueueSnapshot, QueueWatch
 from spacrq.ui.log_view import LogView
 from spacrq.ui.pane_base import SHUTDOWN_BUDGET, PaneBase
@@ -112,6 +115,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
         self._own_write = False
         self._load_message = False  # the message line shows the file's load error
         self._progress = progress(())  # counts the rows shown
+        self._base = None  # the file as last read or written: what Save merges against
+        self._conflicts: tuple = ()  # named by the last refused save: Save again keeps ours
 
         self._build()
         self.clock = QTimer(self)
@@ -318,7 +323,7 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
             if widget is not self.editor:
                 self._show(widget, "setToolTip", button.tip)
         found = self._progress
-        self.progress.set_done(found.done, found.total)
+        self.progress.set_progress(found)
         self._show(self.counts_label, "setText", found.caption)
         name = self.path.name if self.path else "(looking for the queue to show…)"
         self._show(self.file_label, "setText",
@@ -357,6 +362,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
                 self._checked(list(outcome.data.get("problems", ())))
         elif action == "check_job":
             self._job_checked(outcome)
+        elif action == "add_job":
+            self._job_added_to_file(outcome)
         elif action == "describe":
             self.editor.show_description(outcome.data.get("module", ""),
                                          outcome.data.get("info"), outcome.message)
@@ -394,14 +401,15 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
                 self._load_message = True
             elif not snap.load_error and self._load_message:
                 self.clear_message()
-        if snap.queue is not None:
+        if snap.queue is not None and self._after_save(snap):
+            pass  # read before this save wrote the file: the next poll reads what it wrote
+        elif snap.queue is not None:
             own_write, self._own_write = self._own_write, False
             if self.dirty and self.queue.jobs:
-                if not self.runner_alive and not own_write:
-                    self.show_message("warning", f"{self.path.name} changed on disk; Save "
-                                                 "overwrites it with your edits, Open reloads it.")
+                if not self.runner_alive and not own_write and snap.news is not None:
+                    self.show_message("warning", changed_on_disk(self.path.name, snap.news))
             else:
-                self._adopt(snap.queue)
+                self._adopt(snap.queue, snap.base)
                 self.show_rows(snap.rows or (), snap.progress)
         elif snap.rows is not None and (self.runner_alive or not self.dirty):
             if self.dirty:
@@ -419,6 +427,14 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
         if snap.log_text:
             self.log.append(snap.log_text)
         self._update_controls()
+
+    @staticmethod
+    def _after_save(snap: QueueSnapshot) -> bool:
+        """True when ``snap`` also answers a save: the file it read predates the save (which
+        wrote it, or refused with a sentence the "changed on disk" line must not cover)."""
+        return any(o.action in ("save", "run") and (o.data.get("saved") or
+                                                    o.data.get("conflicts"))
+                   for o in snap.outcomes)
 
     def show_rows(self, shown, counted=None) -> None:
         """Put ``shown`` rows in the table (``counted``: their progress, when already known)."""

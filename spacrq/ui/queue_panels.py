@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Iterable
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPainter, QPalette, QPen
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import (QLabel, QListView, QListWidget, QListWidgetItem, QSizePolicy,
                                QVBoxLayout, QWidget)
 
 from spacrq.problems import Problem
+from spacrq.queue.pane import Progress
 
 
 class ProblemsPanel(QWidget):
@@ -46,6 +47,11 @@ class ProblemsPanel(QWidget):
         self.list.clear()
         if not problems:
             self.title.setText(f"Checks: no problems found in {what}.")
+            done = QListWidgetItem("Nothing to fix: every job's module, settings, inputs and "
+                                   "dependencies were checked.")  # (an empty white box said nothing)
+            done.setForeground(QBrush(QColor("#2e6b2e")))
+            done.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.list.addItem(done)
             return
         self.title.setText(f"Checks of {what}: {errors} error(s) — the queue will not start "
                            f"until they are fixed — and {warnings} warning(s)."
@@ -61,7 +67,8 @@ class ProblemsPanel(QWidget):
             self.list.addItem(item)
 
     def count(self) -> int:
-        return self.list.count()
+        """The problems shown (not the line saying there are none)."""
+        return len(self._problems)
 
     def problems(self) -> list[Problem]:
         return list(self._problems)
@@ -73,34 +80,39 @@ class ProblemsPanel(QWidget):
 
 
 class DoneBar(QWidget):
-    """"done / total jobs" as a bar.
+    """How many jobs ended, and how, as a bar: one coloured part per way of ending.
 
-    Not a QProgressBar: its ``setValue`` repaints synchronously, which on a
-    queue finishing a hundred jobs a second costs the event loop tens of
-    milliseconds per poll; this one only schedules a paint.
+    The words and colours are the core's (:class:`spacrq.queue.pane.Progress`):
+    a night with a failure never shows a full green bar.  Not a QProgressBar:
+    its ``setValue`` repaints synchronously, which on a queue finishing a
+    hundred jobs a second costs the event loop tens of milliseconds per poll;
+    this one only schedules a paint.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._done = 0
-        self._total = 0
+        self._progress = Progress()
         self.setMinimumHeight(22)
         self.setMinimumWidth(180)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def set_done(self, done: int, total: int) -> None:
-        if (done, total) != (self._done, self._total):
-            self._done, self._total = done, total
+    def set_progress(self, progress: Progress) -> None:
+        if progress != self._progress:
+            self._progress = progress
+            self.setToolTip(progress.caption)
             self.update()
 
     def value(self) -> int:
-        return self._done
+        return self._progress.done
 
     def maximum(self) -> int:
-        return self._total
+        return self._progress.total
 
     def text(self) -> str:
-        return f"{self._done} / {self._total} jobs done"
+        return self._progress.bar_text
+
+    def look(self) -> str:
+        return self._progress.bar_look
 
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt naming)
         painter = QPainter(self)
@@ -110,12 +122,20 @@ class DoneBar(QWidget):
         painter.setPen(QPen(palette.color(QPalette.ColorRole.Mid)))
         painter.setBrush(palette.color(QPalette.ColorRole.Base))
         painter.drawRoundedRect(box, 3, 3)
-        if self._total:
-            filled = QRectF(box)
-            filled.setWidth(box.width() * self._done / self._total)
+        total = self._progress.total
+        if total:
+            painter.save()
+            clip = QPainterPath()
+            clip.addRoundedRect(box, 3, 3)
+            painter.setClipPath(clip)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(QColor("#8cc59a"))
-            painter.drawRoundedRect(filled, 3, 3)
+            left = box.left()
+            for _word, count, colour in self._progress.bar_segments:
+                width = box.width() * count / total
+                painter.setBrush(QColor(colour))
+                painter.drawRect(QRectF(left, box.top(), width, box.height()))
+                left += width
+            painter.restore()
         painter.setPen(palette.color(QPalette.ColorRole.Text))
         painter.drawText(box, Qt.AlignmentFlag.AlignCenter, self.text())
         painter.end()

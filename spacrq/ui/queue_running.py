@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from spacrq.queue.pane import ending, rows
 from spacrq.ui.dialogs import confirm_abort
 from spacrq.watching import Code, Outcome
 
@@ -38,7 +39,8 @@ class QueueRunning:
         document = None
         if self.dirty or not self._on_disk:
             document = self.queue.to_dict()
-        token = self.ask("run", path=str(self.path), how=how, document=document)
+        token = self.ask("run", path=str(self.path), how=how, document=document,
+                         base=self._base, keep_ours=self._conflicts)
         if document is not None:
             self._saving = (token, self._generation)
         self.show_message("info", "Checking the queue before it starts…")
@@ -84,9 +86,10 @@ class QueueRunning:
             self._own_write = True  # the file change the watch reports next is this save
         if self._saving and self._saving[0] == outcome.token:
             saving, self._saving = self._saving, None
-            if saved and saving[1] == self._generation:
-                self.dirty = False
-                self._discard_armed = False
+            if saved:
+                self._took_save(outcome, edited_since=saving[1] != self._generation)
+            elif outcome.data.get("conflicts"):
+                self._conflicts = tuple(outcome.data["conflicts"])  # Save again keeps ours
         problems = outcome.data.get("problems")
         if problems is not None:
             self.problems.show_problems(list(problems),
@@ -96,7 +99,8 @@ class QueueRunning:
                               outcome.message)
             return
         if outcome.action == "save":
-            self.notify.emit(outcome.message.rstrip("."))
+            self.show_message("info", outcome.message)  # the "changed on disk" line goes
+            self.notify.emit(outcome.message.split(". ")[0].rstrip("."))
         elif outcome.action == "run":
             pid = outcome.data.get("pid")
             self.runner = {"alive": True, "pid": pid, "state": "running"}
@@ -106,6 +110,28 @@ class QueueRunning:
                                       "window does not stop it.")
             self.notify.emit(f"{verb} queue {self.queue.name}")
 
+    def _took_save(self, outcome: Outcome, edited_since: bool) -> None:
+        """A save (or Run's save) wrote the merged queue: it is the document now.
+
+        Edits made while it was written stay unsaved: the next Save merges
+        them against what was sent, so the jobs the save kept from disk are
+        not taken for the pane's own removals.
+        """
+        merged, base = outcome.data.get("queue"), outcome.data.get("base")
+        if edited_since:
+            if outcome.data.get("sent") is not None:
+                self._set_base(outcome.data["sent"])
+            return
+        if merged is None:
+            self.dirty = self._discard_armed = False
+            return
+        self._adopt(merged, base)
+        self._discard_armed = False
+        keep = self.selected_ids()
+        self.show_rows(rows(self.queue.jobs, self.model.rows))
+        if keep:
+            self._select_ids(keep)
+
     def _runner_changed(self, state: dict) -> bool:
         """Take the runner's new state; True when it just ended."""
         was_alive = self.runner_alive
@@ -113,16 +139,12 @@ class QueueRunning:
         return was_alive and not self.runner_alive
 
     def _announce_end(self) -> None:
-        """One line (and one notification) when the night's queue ends."""
-        summary, counts = self._progress.summary, self._progress.counts
-        ended = self.runner.get("state") or "ended"
+        """One line (and one notification) when the night's queue ends (words: the core's)."""
+        said = ending(self.runner, self._progress, self.queue.name)
         if self.path is not None:
             self.queue_ended.emit(str(self.path))
-        self.notify.emit(f"Queue {self.queue.name} {ended}: {summary}")
-        level = "info" if ended == "finished" and not counts.get("failed") else "warning"
-        why = self.queue.stopped_reason if not self.dirty else ""
-        self.show_message(level, f"The queue {ended}{f' ({why})' if why else ''}: {summary}. "
-                                 "Hover a status to read why a job failed or was skipped.")
+        self.notify.emit(said.notice)
+        self.show_message(said.level, said.message)
 
     def _checked(self, problems: list) -> None:
         self.problems.show_problems(problems, self.path.name if self.path else "the queue")

@@ -279,3 +279,29 @@ def test_an_edit_never_waits_for_the_runner_preparing_a_job(tmp_path, monkeypatc
     assert not ran.is_alive()
     assert [(j.id, j.status) for j in load_queue(path).jobs] == [
         ("a", "success"), ("b", "success"), ("c", "success")]
+
+
+# -- adding to the file, as 'queue add' does -------------------------------------------
+
+def test_add_job_adds_to_the_file_under_its_lock_and_says_a_runner_takes_it(tmp_path):
+    from spacrq.queue.edits import add_job
+    from spacrq.queue.locks import RunnerLock
+    path = _queue(tmp_path)
+    added, held = add_job(path, Job(module="command", settings={"argv": ["true"]}))
+    assert not held and added.id == "command-1"
+    assert load_queue(path).ids == ["a", "b", "c", "command-1"]
+    runner = RunnerLock(logs_dir(path)).acquire()  # as a live runner holds it
+    try:
+        again, held = add_job(path, Job(module="command", settings={"argv": ["true"]}))
+    finally:
+        runner.release()
+    assert held and load_queue(path).ids[-1] == again.id == "command-2"
+
+
+def test_add_job_refuses_a_job_that_cannot_run_and_writes_nothing(tmp_path):
+    from spacrq.queue.edits import add_job
+    path = _queue(tmp_path)
+    before = path.read_bytes()
+    with pytest.raises(EditInvalid, match="Not added"):
+        add_job(path, Job(module="command", settings={"argv": ["no-such-program-spacrq"]}))
+    assert path.read_bytes() == before

@@ -135,9 +135,10 @@ def test_editing_is_refused_while_a_runner_owns_the_file():
     shown = rows([_job("a", "running"), _job("b")])
     c = controls(PaneState(runner_alive=True, runner_pid=4242, progress=progress(shown),
                            selected=(1,), picked=(shown[1].value,), on_disk=True))
-    assert _on(c) == {"stop", "abort", "open", "validate", "edit"}, \
-        "a waiting job can still be edited in place: the runner takes the change in"
-    assert "4242" in c.add.tip and "Stop it first" in c.resume.tip
+    assert _on(c) == {"stop", "abort", "open", "validate", "edit", "editor", "add"}, \
+        "a waiting job can still be edited in place, and a job added: the runner takes both in"
+    assert "runner" in c.add.tip and "after the jobs already queued" in c.add.tip
+    assert "4242" in c.remove.tip and "Stop it first" in c.resume.tip
     sentence = edit_refusal({"alive": True, "pid": 4242}, "remove a job")
     assert "4242" in sentence and "Stop it first" in sentence
     assert edit_refusal({"alive": False}) is None and edit_refusal(None) is None
@@ -225,3 +226,61 @@ def test_overrides_need_key_equals_value():
 
 def test_after_accepts_commas_and_spaces():
     assert parse_after("mask-1, measure-2 mask-1") == ["mask-1", "measure-2"]
+
+
+# -- the progress bar tells the truth ------------------------------------------------
+
+def test_a_night_with_a_failure_never_reads_as_all_done_in_green():
+    night = rows([_job(f"ok{i}", "success") for i in range(5)]
+                 + [_job("bad", "failed"), _job("after-bad", "skipped")])
+    found = progress(night)
+    assert found.bar_text == "7 / 7 ended: 5 succeeded, 1 failed, 1 skipped"
+    assert found.bar_look == "failed"
+    colours = {word: colour for word, _n, colour in found.bar_segments}
+    assert [(w, n) for w, n, _c in found.bar_segments] == [("succeeded", 5), ("failed", 1),
+                                                            ("skipped", 1)]
+    assert colours["failed"] != colours["succeeded"] != colours["skipped"]
+
+
+def test_the_bar_says_all_succeeded_only_when_they_did():
+    clean = progress(rows([_job("a", "success"), _job("b", "success")]))
+    assert clean.bar_text == "2 / 2 ended: all succeeded" and clean.bar_look == "ok"
+    skipped = progress(rows([_job("a", "success"), _job("b", "skipped")]))
+    assert skipped.bar_look == "warning"
+    waiting = progress(rows([_job("a", "running"), _job("b")]))
+    assert waiting.bar_text == "0 / 2 ended" and waiting.bar_look == "" and not waiting.bar_segments
+
+
+# -- how a run ended ------------------------------------------------------------------
+
+def test_a_crashed_runner_says_it_crashed_not_an_old_reason():
+    from spacrq.queue.pane import ending
+    shown = rows([_job("a", "success"), _job("b", "not_run"), _job("c", "running"), _job("d")])
+    runner = {"alive": False, "state": "crashed", "current_job": "c", "pid": 99}
+    said = ending(runner, progress(shown), "n2")
+    assert "aborted" not in said.message and "stopped" not in said.message.split(":")[0]
+    assert "crashed or was killed while c was running" in said.message
+    assert "Resume adopts it (or records how it ended)" in said.message
+    assert said.level == "warning" and said.notice.startswith("Queue n2 crashed")
+    assert "1 succeeded, 1 running, 1 not run, 1 pending" in said.message
+
+
+def test_a_runner_that_ended_gives_its_own_reason():
+    from spacrq.queue.pane import ending
+    shown = rows([_job("a", "success"), _job("b", "not_run")])
+    said = ending({"alive": False, "state": "aborted",
+                   "stopped_reason": "aborted by request; the running job was stopped"},
+                  progress(shown), "n2")
+    assert said.message.startswith("The queue aborted (aborted by request; the running job "
+                                   "was stopped): 1 succeeded, 1 not run.")
+    finished = ending({"state": "finished"}, progress(rows([_job("a", "success")])), "n2")
+    assert finished.level == "info" and "(" not in finished.message.split(":")[0]
+
+
+def test_the_changed_on_disk_line_says_save_keeps_their_jobs():
+    from spacrq.queue.merge import DiskNews
+    from spacrq.queue.pane import changed_on_disk
+    line = changed_on_disk("n6.queue.json", DiskNews(added=("fromcli",)))
+    assert line.startswith("n6.queue.json changed on disk (fromcli added there):")
+    assert "Save keeps those changes and adds yours" in line
+    assert "overwrites" not in line and "Open reloads it" in line

@@ -569,3 +569,73 @@ def test_run_checks_the_queue_the_watch_already_read(tmp_path, monkeypatch):
     monkeypatch.setattr(watch_module, "start_runner", lambda *_a, **_k: type("Ref", (), {"pid": 7})())
     _snap, answer = _asked(watch, {"path": str(path)}, 1, "run", how="run")
     assert answer.code is Code.DONE and answer.data["pid"] == 7 and not answer.data["saved"]
+
+
+# -- Save merges onto the file as it is now --------------------------------------------
+
+def _finished_n6(tmp_path: Path) -> Path:
+    q = Queue(name="n6")
+    for job_id in ("first", "second"):
+        q.add(Job(module="command", id=job_id, settings={"argv": ["true"]}, status="success",
+                  exit_code=0), validate=False)
+    path = tmp_path / "n6.queue.json"
+    save_queue(q, path)
+    return path
+
+
+def test_save_keeps_a_job_added_from_the_command_line_meanwhile(tmp_path):
+    from spacrq.queue.edits import add_job
+    from spacrq.queue.store import load_queue
+    path = _finished_n6(tmp_path)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.add(Job(module="command", id="command-1", settings={"argv": ["echo", "from-gui"]}))
+    add_job(path, Job(module="command", id="fromcli", settings={"argv": ["echo", "from-cli"]}))
+    view = {"path": str(path), "base": base}
+    news = watch.poll(view)
+    assert news.news.added == ("fromcli",), "the watch says what changed on disk"
+    _snap, outcome = _asked(watch, view, 1, "save", document=mine.to_dict(), base=base)
+    assert outcome.ok and "kept fromcli added on disk" in outcome.message
+    assert load_queue(path).ids == ["first", "second", "command-1", "fromcli"]
+    assert outcome.data["queue"].ids == ["first", "second", "command-1", "fromcli"]
+    assert outcome.data["base"] is not outcome.data["queue"]
+    assert [j.status for j in load_queue(path).jobs][:2] == ["success", "success"]
+
+
+def test_a_save_that_conflicts_writes_nothing_and_save_again_keeps_ours(tmp_path):
+    from spacrq.queue.edits import edit_job
+    from spacrq.queue.store import load_queue
+    q = _queue(3)
+    path = _saved(tmp_path, q)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.remove("command-2")
+    edit_job(path, "command-2", {"label": "fixed on disk"})
+    before = path.read_bytes()
+    view = {"path": str(path), "base": base}
+    _snap, refused = _asked(watch, view, 1, "save", document=mine.to_dict(), base=base)
+    assert refused.code is Code.CONFLICT and not refused.data["saved"]
+    assert "job command-2 was removed here but changed on disk" in refused.message
+    assert path.read_bytes() == before, "nothing written"
+    _snap, again = _asked(watch, view, 2, "save", document=mine.to_dict(), base=base,
+                          keep_ours=refused.data["conflicts"])
+    assert again.ok and load_queue(path).ids == ["command-1", "command-3"]
+
+
+def test_run_with_unsaved_edits_merges_too(tmp_path):
+    from spacrq.queue.store import edit_queue, load_queue
+    path = _finished_n6(tmp_path)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.jobs[0].label = "relabelled"
+    edit_queue(path, lambda q: q.add(Job(module="command", id="fromcli",  # cannot run: no start
+                                         settings={"argv": ["no-such-program-spacrq"]})))
+    watch.submit(1, "run", document=mine.to_dict(), base=base)
+    outcome = watch.poll({"path": str(path)}).outcomes[0]
+    assert outcome.code is Code.INVALID and outcome.data["saved"]
+    assert outcome.data["queue"].ids == ["first", "second", "fromcli"]
+    saved = load_queue(path)
+    assert saved.ids == ["first", "second", "fromcli"] and saved.jobs[0].label == "relabelled"

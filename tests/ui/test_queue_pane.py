@@ -279,7 +279,8 @@ def test_a_short_real_queue_shows_every_status(qtbot, make_pane, workspace):
     assert "command-2" in skipped_tip
     failed_tip = model.data(model.index(1, COL_STATUS), Qt.ItemDataRole.ToolTipRole)
     assert "exit code 3" in failed_tip
-    assert pane.progress.text() == "4 / 4 jobs done"
+    assert pane.progress.text() == "4 / 4 ended: 2 succeeded, 1 failed, 1 skipped"
+    assert pane.progress.look() == "failed", "a night with a failure is not a green bar"
     assert model.data(model.index(0, COL_TIME)).endswith("s")
     # nothing selected, nothing running: the runner's summary of the night is shown
     qtbot.waitUntil(lambda: "1 failed, 1 skipped" in pane.log.shown_text(), timeout=10_000)
@@ -296,7 +297,7 @@ def test_stop_lets_the_running_job_finish_and_starts_no_other(qtbot, make_pane, 
     qtbot.waitUntil(lambda: pane.run_button.isEnabled())
     qtbot.mouseClick(pane.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _statuses(pane)[0] == "running", timeout=10_000)
-    assert pane.stop_button.isEnabled() and not pane.editor.isEnabled()
+    assert pane.stop_button.isEnabled() and not pane.remove_button.isEnabled()
     qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
     assert not pane.stop_button.isEnabled(), "Stop is asked once"
     _wait_for_runner_to_end(qtbot, pane)
@@ -341,10 +342,11 @@ def test_reopening_shows_a_running_queue_live_and_can_stop_it(qtbot, make_pane, 
     pane = make_pane()
     qtbot.waitUntil(lambda: pane.runner_alive and _statuses(pane)[0] == "running", timeout=10_000)
     assert pane.stop_button.isEnabled() and pane.abort_button.isEnabled()
-    assert not pane.run_button.isEnabled() and not pane.editor.isEnabled()
+    assert not pane.run_button.isEnabled() and not pane.remove_button.isEnabled()
+    assert pane.editor.isEnabled(), "a job can be added to a running queue"
     assert "command-1" in pane.runner_label.text()
     before = json.loads(pane.path.read_text())
-    pane.add_job_from_editor()
+    pane.remove_selected()
     assert "Stop it first" in pane.message.text()
     assert not pane.save(), "Save is refused at once"
     assert json.loads(pane.path.read_text()) == before, "nothing saved over the runner's file"
