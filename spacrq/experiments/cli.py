@@ -3,8 +3,9 @@
 ::
 
     spacrq exp declare NAME MODULE [--python P] [--cwd DIR] [--run-root DIR] [--env K=V]
+                       [--replace] [--no-check]
     spacrq exp manifest NAME [--json]
-    spacrq exp list [NAME]
+    spacrq exp list [NAME]          (runs by start time, the newest last)
     spacrq exp create NAME RUN_ID [--config FILE] [--set KEY=VALUE ...]
     spacrq exp run NAME [RUN_ID] [--config FILE] [--set KEY=VALUE ...] [--wait]
     spacrq exp pause | continue | stop | abort NAME RUN_ID [--reason TEXT] [--wait]
@@ -12,7 +13,10 @@
     spacrq exp note NAME RUN_ID TEXT [--by WHO]
     spacrq exp status NAME [RUN_ID] [--json]
 
-Bad input is one sentence naming the fix, exit 2.  ``run --wait`` and
+Bad input is one sentence naming the fix, exit 2: a configuration (``--set``
+or ``--config``) the module's manifest refuses, and a module ``declare``
+cannot ask for its manifest (the Declare… dialog's check; ``--no-check``
+declares without asking, for a module whose environment is installed later).  ``run --wait`` and
 ``resume --wait`` exit 0 only when the run's journal says completed; every
 wait (``pause --wait`` and ``stop --wait`` too) ends when the run's process
 does, whatever its journal says, with exit 1 and the reason.  A run folder

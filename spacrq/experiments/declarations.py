@@ -10,6 +10,7 @@ once rather than one complaint per attempt.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -24,7 +25,8 @@ from spacrq.watching import Code
 
 __all__ = ["ExperimentSpec", "DECLARATIONS_FILE", "declarations_path", "load_experiments",
            "save_experiments", "find_experiment", "declare_experiment", "check_name",
-           "DeclarationError", "declare", "undeclare", "module_of"]
+           "DeclarationError", "declare", "undeclare", "module_of", "declaration_of",
+           "declare_checked", "probe_spec", "probe_of"]
 
 DECLARATIONS_FILE = "experiments.json"
 #: Largest declarations file read: a few hundred bytes an experiment.
@@ -282,18 +284,17 @@ def _python_of(python: str | os.PathLike | None) -> str:
     return str(path.absolute())
 
 
-def declare(workspace_root: str | os.PathLike, *, name: str, module: str,
-            python: str | os.PathLike | None = None, cwd: str | os.PathLike | None = None,
-            run_root: str | os.PathLike | None = None) -> ExperimentSpec:
-    """Add an experiment to the workspace's declarations, checked whole first.
+def declaration_of(workspace_root: str | os.PathLike, *, name: str, module: str,
+                   python: str | os.PathLike | None = None, cwd: str | os.PathLike | None = None,
+                   run_root: str | os.PathLike | None = None,
+                   env: Mapping[str, str] | None = None) -> ExperimentSpec:
+    """The declaration :func:`declare` would write, checked whole; nothing is written.
 
-    Everything is checked before anything is written — the name (a folder
-    name, not taken), the module (an import path, or a package folder), the
-    interpreter (spacrq's own when none is given), the working folder (it must
-    exist; the workspace's folder for the experiment by default, or the
-    package folder's parent) and the run root (not a file) — so a refused
-    declaration leaves the file and the disk as they were.  Relative paths are
-    taken from the workspace.  The file is replaced atomically under a lock.
+    The name (a folder name), the module (an import path, or a package
+    folder), the interpreter (spacrq's own when none is given), the working
+    folder (it must exist; the workspace's folder for the experiment by
+    default, or the package folder's parent) and the run root (not a file).
+    Relative paths are taken from the workspace.
 
     :raises DeclarationError: one sentence with the fix.
     """
@@ -319,23 +320,89 @@ def declare(workspace_root: str | os.PathLike, *, name: str, module: str,
     if runs.is_symlink():
         raise DeclarationError(f"the run root {runs} is a symbolic link; choose the folder "
                                "itself")
-    spec = ExperimentSpec(name, module_name, python, str(work.absolute()), {},
-                          str(runs.absolute()))
+    spec = ExperimentSpec(name, module_name, python, str(work.absolute()),
+                          {str(k): str(v) for k, v in (env or {}).items()}, str(runs.absolute()))
+    found = _problems_of(spec.to_dict(), f"experiment {name!r}")
+    if found:
+        raise DeclarationError("; ".join(found))
+    return spec
+
+
+def probe_spec(workspace_root: str | os.PathLike, spec: ExperimentSpec) -> ExperimentSpec:
+    """``spec`` as its module is asked for its manifest before it is declared.
+
+    A working folder the declaration will make (the workspace's folder for the
+    experiment) does not exist yet: the module is asked from the workspace
+    then, so asking writes nothing.  The Declare… dialog's question and
+    ``spacrq exp declare``'s check are this one.
+    """
+    if spec.cwd and not Path(spec.cwd).is_dir():
+        return dataclasses.replace(spec, cwd=str(Path(workspace_root).absolute()))
+    return spec
+
+
+def probe_of(workspace_root: str | os.PathLike, module: str,
+             python: str | os.PathLike | None = None,
+             cwd: str | os.PathLike | None = None) -> ExperimentSpec:
+    """What the Declare… dialog asks for the fields typed so far (no name yet): the
+    module, interpreter and working folder as :func:`declaration_of` reads them.
+
+    :raises DeclarationError: for a module, interpreter or folder that cannot be used.
+    """
+    module_name, home = module_of(module)
+    work = _path_of(cwd, Path(workspace_root)) if cwd is not None and str(cwd).strip() \
+        else (home or Path(workspace_root))
+    if not work.is_dir():
+        raise DeclarationError(f"the working folder {work} does not exist; choose the "
+                               "module's checkout (or leave it empty)")
+    return ExperimentSpec(module_name, module_name, _python_of(python), str(work.absolute()),
+                          {}, "")
+
+
+def declare(workspace_root: str | os.PathLike, *, name: str, module: str,
+            python: str | os.PathLike | None = None, cwd: str | os.PathLike | None = None,
+            run_root: str | os.PathLike | None = None) -> ExperimentSpec:
+    """Add an experiment to the workspace's declarations, checked whole first
+    (:func:`declaration_of`); a name that is taken is refused.
+
+    :raises DeclarationError: one sentence with the fix.
+    """
+    return declare_checked(workspace_root, declaration_of(
+        workspace_root, name=name, module=module, python=python, cwd=cwd, run_root=run_root))[0]
+
+
+def declare_checked(workspace_root: str | os.PathLike, spec: ExperimentSpec, *,
+                    replace: bool = False) -> tuple[ExperimentSpec, ExperimentSpec | None]:
+    """Write ``spec`` (made by :func:`declaration_of`) into the declarations, under a lock,
+    atomically; a refused declaration leaves the file and the disk as they were.
+
+    A name that is taken is refused unless ``replace`` is given; then the
+    declaration replaces the old one (its runs stay where they are).
+
+    :returns: ``(spec, the declaration it replaced or None)``.
+    :raises DeclarationError: ``CONFLICT`` for a name that is taken.
+    """
+    root = Path(workspace_root)
+    default_folder = root / "experiments" / spec.name
     with _declarations_locked(root):
         specs = _current(root)
-        if any(s.name == name for s in specs):
-            raise DeclarationError(f"an experiment called {name!r} is declared already; choose "
-                                   "another name, or remove that one first", Code.CONFLICT)
+        old = next((s for s in specs if s.name == spec.name), None)
+        if old is not None and not replace:
+            raise DeclarationError(f"an experiment called {spec.name!r} is declared already "
+                                   f"(python -m {old.module}); choose another name, or remove "
+                                   "that one first ('spacrq exp declare --replace' replaces it)",
+                                   Code.CONFLICT)
         try:
-            if work == default_folder:
-                work.mkdir(parents=True, exist_ok=True)
-            runs.mkdir(parents=True, exist_ok=True)
-            save_experiments(root, [*specs, spec])
+            if Path(spec.cwd) == default_folder.absolute():
+                default_folder.mkdir(parents=True, exist_ok=True)
+            Path(spec.run_root).mkdir(parents=True, exist_ok=True)
+            save_experiments(root, [s if s is not old else spec for s in specs]
+                             + ([] if old is not None else [spec]))
         except OSError as exc:
-            raise DeclarationError(f"could not write the declaration of {name!r}: "
+            raise DeclarationError(f"could not write the declaration of {spec.name!r}: "
                                    f"{exc.strerror or exc}; check that the workspace is writable",
                                    Code.FAILED) from None
-    return spec
+    return spec, old
 
 
 def undeclare(workspace_root: str | os.PathLike, name: str) -> ExperimentSpec:

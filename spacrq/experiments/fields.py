@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Field", "ConfigProblem", "resolve_config"]
+__all__ = ["Field", "ConfigProblem", "resolve_config", "config_problems",
+           "undeclared_settings"]
 
 _DTYPES = ("int", "float", "str", "bool")
 
@@ -100,13 +101,63 @@ def resolve_config(fields: Sequence[Field], given: Mapping[str, Any] | None) -> 
     :raises ConfigProblem: listing every problem (unknown keys, wrong types,
         out-of-bounds values, missing values without a default).
     """
+    out, unknown, wrong = _resolved(fields, given, (), need_values=True)
+    problems = unknown + wrong
+    if problems:
+        raise ConfigProblem("; ".join(problems))
+    return out
+
+
+def config_problems(fields: Sequence[Field], given: Mapping[str, Any] | None, *,
+                    unchecked: Sequence[str] = (), need_values: bool = True,
+                    unknown: bool = True) -> list[str]:
+    """Every problem :func:`resolve_config` would refuse ``given`` for, one sentence each.
+
+    What spacrq checks before a run starts (``spacrq exp run``, the queue's
+    ``experiment`` job when it is added), so the operator reads at the door
+    the sentence the module would print at 3 a.m.  ``unchecked`` are keys
+    (``name`` or ``group.name``) of settings the module declares with a type
+    only it can check: they are known, never refused here.  ``need_values``
+    off leaves a missing value to the module (a manifest's ``None`` default
+    may mean "the module decides"); ``unknown`` off leaves out the settings
+    no field declares (see :func:`undeclared_settings`).
+    """
+    _, undeclared, wrong = _resolved(fields, given, tuple(unchecked), need_values=need_values)
+    return (undeclared if unknown else []) + wrong
+
+
+def undeclared_settings(fields: Sequence[Field], given: Mapping[str, Any] | None, *,
+                        unchecked: Sequence[str] = ()) -> list[str]:
+    """A sentence for each setting of ``given`` no field declares (``x is not a setting
+    of this experiment``), and for a group given as a value."""
+    return _resolved(fields, given, tuple(unchecked), need_values=False)[1]
+
+
+def _resolved(fields: Sequence[Field], given: Mapping[str, Any] | None, unchecked: tuple[str, ...],
+              *, need_values: bool) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``(configuration, undeclared settings, wrong values)``."""
     given = dict(given or {})
+    unknown: list[str] = []
     problems: list[str] = []
-    groups = {f.group for f in fields if f.group != "default"}
-    known_top = {f.name for f in fields if f.group == "default"} | groups
+    names_in: dict[str, set[str]] = {}
+    for field in fields:
+        names_in.setdefault(field.group, set()).add(field.name)
+    for key in unchecked:  # "name" or "group.name"
+        group, _, name = key.rpartition(".")
+        names_in.setdefault(group or "default", set()).add(name)
+    groups = {g for g in names_in if g != "default"}
+    known_top = names_in.get("default", set()) | groups
     for key in given:
         if key not in known_top:
-            problems.append(f"{key} is not a setting of this experiment")
+            unknown.append(f"{key} is not a setting of this experiment")
+    for group in sorted(groups):
+        raw_group = given.get(group, {})
+        if not isinstance(raw_group, Mapping):
+            unknown.append(f"{group} must be a group of settings")
+            continue
+        for key in raw_group:
+            if key not in names_in[group]:
+                unknown.append(f"{group}.{key} is not a setting of this experiment")
     out: dict[str, Any] = {}
     for field in fields:
         if field.group == "default":
@@ -114,24 +165,15 @@ def resolve_config(fields: Sequence[Field], given: Mapping[str, Any] | None) -> 
             target = out
         else:
             raw_group = given.get(field.group, {})
-            if not isinstance(raw_group, Mapping):
-                problems.append(f"{field.group} must be a group of settings")
-                raw_group = {}
-            source = raw_group
+            source = raw_group if isinstance(raw_group, Mapping) else {}
             target = out.setdefault(field.group, {})
-            for key in raw_group:
-                if key not in {f.name for f in fields if f.group == field.group}:
-                    msg = f"{field.group}.{key} is not a setting of this experiment"
-                    if msg not in problems:
-                        problems.append(msg)
         value = source.get(field.name, field.default)
         if value is None:
-            problems.append(f"{field.key} needs a value")
+            if need_values:
+                problems.append(f"{field.key} needs a value")
             continue
         try:
             target[field.name] = field.coerce(value)
         except ValueError as exc:
             problems.append(str(exc))
-    if problems:
-        raise ConfigProblem("; ".join(problems))
-    return out
+    return out, unknown, problems

@@ -34,7 +34,9 @@ class RunLines:
                 f"{bar(done, total)}")
         if elapsed is not None:
             head += f"  elapsed {duration(elapsed)}"
-        if eta is not None:
+        if eta is not None and status.get("state") == "paused":
+            head += f"  paused ({duration(eta)} of steps left once it continues)"
+        elif eta is not None:
             head += f"  ETA {duration(eta)}"
         lines = [head]
         flight = progress.get("in_flight") or {}

@@ -21,12 +21,13 @@ from typing import Any, Callable, Mapping
 
 from spacrq.experiments.declarations import ExperimentSpec
 from spacrq.experiments.errors import MANIFEST_TIMEOUT, ExperimentError
-from spacrq.experiments.fields import Field
+from spacrq.experiments.fields import Field, config_problems, undeclared_settings
 from spacrq.runfiles import RunFileError, loads
 
 __all__ = ["read_manifest", "read_devices", "run_environment", "spec_environment", "read_dotenv",
            "ask_module", "ModuleTimedOut", "ModuleNotRun",
-           "fields_of", "manifest_defaults", "plan_digest", "check_setting"]
+           "fields_of", "manifest_defaults", "plan_digest", "check_setting",
+           "config_problems_of"]
 
 
 class ModuleTimedOut(ExperimentError):
@@ -380,6 +381,52 @@ def manifest_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+#: the field types spacrq checks itself; a field of another type (``yaml``, a union) is the
+#: module's to check
+_PLAIN_DTYPES = ("int", "float", "str", "bool")
+
+
+def _field_of(key: str, entry: Mapping[str, Any]) -> Field | None:
+    """The :class:`Field` spacrq checks ``key`` with, or None when its type is the module's."""
+    if entry.get("dtype") not in _PLAIN_DTYPES:
+        return None
+    group, _, name = key.rpartition(".")
+    try:
+        return Field(name, entry["dtype"], default=entry.get("default"), unit=entry.get("unit"),
+                     min_value=entry.get("min_value"), max_value=entry.get("max_value"),
+                     options=entry.get("options"), group=group or "default")
+    except (TypeError, ValueError):
+        return None
+
+
+def config_problems_of(manifest: Mapping[str, Any], config: Mapping[str, Any] | None
+                       ) -> tuple[list[str], list[str]]:
+    """``(refused, doubtful)``: what the module would refuse in ``config``, and what it
+    may not read, one sentence each.
+
+    The fields' checks are :func:`spacrq.experiments.fields.config_problems`,
+    the ones a module built on spacrq's authoring base runs when it starts, so
+    the sentence is the one it would print.  A value its field's type, bounds
+    or options refuse is refused, as ``--set`` and the form refuse it.  A
+    setting no field declares is refused for a module of spacrq's authoring
+    base (it refuses one itself) and only doubtful for another (a plesty-lib
+    configuration file may carry sections of its own).  A missing value is
+    left to the module (a manifest's empty default may mean "the module decides").
+    """
+    fields, unchecked = [], []
+    for key, entry in fields_of(manifest):
+        field = _field_of(key, entry)
+        if field is None:
+            unchecked.append(key)
+        else:
+            fields.append(field)
+    wrong = config_problems(fields, config, unchecked=unchecked, need_values=False, unknown=False)
+    undeclared = undeclared_settings(fields, config, unchecked=unchecked)
+    if manifest.get("authoring") == "spacrq":
+        return undeclared + wrong, []
+    return wrong, undeclared
+
+
 def check_setting(manifest: Mapping[str, Any], key: str, value: Any, who: str = "") -> None:
     """Refuse a ``--set KEY=VALUE`` the manifest does not declare, or a value its field refuses.
 
@@ -398,15 +445,10 @@ def check_setting(manifest: Mapping[str, Any], key: str, value: Any, who: str = 
                                   "remove --set")
         raise ExperimentError(f"{key!r} is not a setting of {who}; it takes "
                               f"{', '.join(sorted(declared))}")
-    entry = declared[key]
-    dtype = entry.get("dtype")
-    if dtype not in ("int", "float", "str", "bool"):
+    field = _field_of(key, declared[key])
+    if field is None:
         return
-    group, _, name = key.rpartition(".")
     try:
-        field = Field(name, dtype, unit=entry.get("unit"), min_value=entry.get("min_value"),
-                      max_value=entry.get("max_value"), options=entry.get("options"),
-                      group=group or "default")
         field.coerce(value)
     except ValueError as exc:
         raise ExperimentError(f"{exc}; fix --set {key}") from None

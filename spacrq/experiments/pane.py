@@ -20,8 +20,9 @@ from spacrq.fmt import duration
 from spacrq.watching import Button, Row
 
 __all__ = ["BADGES", "LIVE_STATES", "ANNOUNCED", "COLUMNS", "Button", "Controls", "RunRow",
-           "badge", "controls", "eta_seconds", "eta_text", "progress_bar", "progress_text",
-           "clock_text", "run_row", "reading_row", "tooltip", "rows", "announcement"]
+           "badge", "controls", "eta_seconds", "eta_text", "progress_text",
+           "clock_text", "run_row", "reading_row", "tooltip", "rows", "announcement",
+           "running_line", "form_heading"]
 
 #: state → (badge text, colour).  On a light table: blue is busy, amber waits
 #: on the operator, green is done, red and brown are outcomes to look at.
@@ -191,6 +192,8 @@ def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
     text, colour = badge(state)
     if state == "not_responding" and status.get("silent_s") is not None:
         text = f"{text} (silent {duration(status['silent_s'])})"
+    elif state == "created" and "start_failed" in status:
+        text = "never started"  # its module exited first: the problem says why
     asked = status.get("asked") or {}
     total = progress.get("total") or status.get("total") or None
     done = int(progress.get("completed") or 0)
@@ -220,17 +223,11 @@ def run_row(status: Mapping[str, Any], progress: Mapping[str, Any],
     )
 
 
-def progress_bar(fraction: float, width: int = 10) -> str:
-    """A bar drawn in text, ``"███░░░░░░░"``: legible on a selected row, where a
-    painted bar would sit under the selection colour."""
-    filled = round(max(0.0, min(1.0, fraction)) * width)
-    return "█" * filled + "░" * (width - filled)
-
-
 def progress_text(run: RunRow) -> str:
-    """``"███░░░░░░░ 12 / 40 steps · ETA 3m 10s"`` (the ETA only while it runs)."""
+    """``"12 / 40 steps · ETA 3m 10s"`` (the ETA only while it runs; the table paints the bar
+    beside it, in the run's colour)."""
     if run.total:
-        text = f"{progress_bar(run.done / run.total)} {run.done} / {run.total} steps"
+        text = f"{run.done} / {run.total} steps"
     else:
         text = f"{run.done} steps" if run.done else ""
     eta = eta_text(run.eta)
@@ -244,19 +241,29 @@ def progress_text(run: RunRow) -> str:
     return text
 
 
-def clock_text(epoch: float | None, today: str | None = None) -> str:
-    """A start/end time as the operator reads it: time today, date otherwise."""
+def clock_text(epoch: float | None, year: int | None = None) -> str:
+    """A start/end time as the table shows it: the day and the minute, always — a run
+    table read in the morning holds yesterday's runs beside today's.  ``01 Dec 17:12``
+    within this year (``year``: the current one), ``2025-12-01 17:12`` before it; the
+    seconds are in the tooltip."""
     if not epoch:
         return ""
     local = time.localtime(epoch)
-    if time.strftime("%Y%m%d", local) == (today or time.strftime("%Y%m%d")):
-        return time.strftime("%H:%M:%S", local)
+    if local.tm_year == (year or time.localtime().tm_year):
+        return time.strftime("%d %b %H:%M", local)
     return time.strftime("%Y-%m-%d %H:%M", local)
+
+
+def _exact(epoch: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else ""
 
 
 def tooltip(run: RunRow) -> str:
     """Everything about the run that does not fit its row, one fact a line."""
     lines = [f"{run.run_id}: {run.badge}"]
+    if run.started:
+        lines.append(f"started {_exact(run.started)}"
+                     + (f", ended {_exact(run.ended)}" if run.ended else ""))
     if run.step:
         lines.append(f"step in flight: {run.step}")
     if run.failed_attempts:
@@ -275,13 +282,12 @@ def tooltip(run: RunRow) -> str:
 
 def rows(runs: Sequence[RunRow]) -> tuple[Row, ...]:
     """The run table's rows (newest run first, as ``runs`` come), cells as text."""
-    today = time.strftime("%Y%m%d")
     out = []
     for run in runs:
         tip = tooltip(run)
         out.append(Row(key=run.run_id,
                        cells=(run.run_id, run.badge, progress_text(run),
-                              clock_text(run.started, today), clock_text(run.ended, today)),
+                              clock_text(run.started), clock_text(run.ended)),
                        tips=(tip,) * len(COLUMNS), look=run.state,
                        sort=(None, None, run.done, run.started or 0.0, run.ended or 0.0),
                        value=run))
@@ -296,3 +302,47 @@ def announcement(experiment: str, before: str | None, run: RunRow) -> tuple[str,
     detail = f" after {run.done} of {run.total} steps" if run.total else ""
     good = run.state in ("paused", "completed", "canceled")
     return f"{experiment} run {run.run_id} {run.badge}{detail}", good
+
+
+def running_line(experiment: str | None, runs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """What the status bar says of ``experiment``'s runs (``(run id, state)`` each): those
+    running, and those paused — a paused run's process is alive and holds its instruments,
+    so "Nothing running" would be untrue while one waits."""
+    who = f"experiment {experiment} " if experiment else "experiment "
+    moving = [run_id for run_id, state in runs if state in ("running", "stopping")]
+    held = [run_id for run_id, state in runs if state == "paused"]
+    said = []
+    if moving:
+        said.append(f"{who}run {_first_few(moving)}")
+    if held:
+        said.append(f"{who}run{'s' if len(held) > 1 else ''} {_first_few(held)} paused")
+    return tuple(said)
+
+
+def _first_few(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (" …" if len(names) > most else "")
+
+
+def form_heading(experiment: str | None, run: RunRow | None, *, shows_run: bool,
+                 has_config: bool = True, edited: bool = False) -> str:
+    """What the configuration form says it holds: the selected run's own configuration, or
+    the module's defaults for a new run — never left for the operator to guess.
+
+    ``shows_run`` is whether the form was filled from ``run``; ``has_config``
+    whether that run has a configuration file to fill it from; ``edited``
+    whether the operator changed a field since.
+    """
+    changed = " (changed here since)" if edited else ""
+    if shows_run and run is not None:
+        if run.state == "created":
+            return (f"Run {run.run_id}'s configuration{changed}: Reconfigure gives it the "
+                    "form's values, Create makes a new run with them.")
+        return (f"The configuration run {run.run_id} ran with{changed}. It keeps its own; "
+                "Create makes a new run with the form's values.")
+    who = f" of {experiment}" if experiment else ""
+    note = ""
+    if run is not None and not has_config:
+        note = f" (run {run.run_id} has no configuration file of its own)"
+    elif run is not None:
+        note = f" (not run {run.run_id}'s configuration)"
+    return f"A new run{who}: the module's defaults{changed}{note}."

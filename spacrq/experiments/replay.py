@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from spacrq.experiments.checking import start_refusal
 from spacrq.experiments.control import asked
 from spacrq.experiments.errors import (ABORT, CANCEL, CREATED_FILE, JOURNAL_FILE, PLAN_FILE,
                                        PROCESS_FILE, PROGRESS_FILE, RECORDS_FILE,
@@ -387,6 +388,14 @@ class RunWatch:
         self._plan_total: int | None = None
         self._plan_ids: frozenset[str] | None = None
         self._plan_stamp: tuple[int, int, int] | None = None
+        self._refusal: tuple[Any, str] = (None, "")
+
+    def _refusal_in(self, log: str | None) -> str:
+        """What the module said before it exited, read again only when its log changed."""
+        stamp = (log, file_stamp(Path(log))) if log else None
+        if stamp != self._refusal[0]:
+            self._refusal = (stamp, start_refusal(log))
+        return self._refusal[1]
 
     @property
     def bytes_read(self) -> int:
@@ -470,8 +479,12 @@ class RunWatch:
             if ref is not None and alive:
                 state = "running"
             elif ref is not None and process and process.get("launched"):
-                status["problem"] = ("the module exited before its run started; read its log "
-                                     f"{status['log']} for why")
+                # it never started: kept (its log says why), and said so wherever it is listed
+                said = self._refusal_in(status["log"])
+                status["start_failed"] = said
+                status["problem"] = ("it never started: the module exited before its run "
+                                     "started" + (f", saying: {said}" if said else "")
+                                     + f" (its log: {status['log']})")
         elif state in ("running", "paused"):
             verdict, owner = (("alive", None) if alive else self._owner(process))
             if owner is not None:
@@ -501,8 +514,11 @@ class RunWatch:
             if alive:
                 state = "running"  # resumed: the new process has not journaled run_started yet
             else:
-                status["problem"] = ("the module exited before its resumed run started; read "
-                                     f"its log {status['log']} for why")
+                said = self._refusal_in(status["log"])
+                status["start_failed"] = said
+                status["problem"] = ("the module exited before its resumed run started"
+                                     + (f", saying: {said}" if said else "")
+                                     + f" (its log: {status['log']})")
         status["state"] = state
         status["resumable"] = state in RESUMABLE_STATES
         return status

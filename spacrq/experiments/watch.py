@@ -35,7 +35,7 @@ from spacrq import procs
 from spacrq.experiments import control, launch
 from spacrq.experiments.asking import ManifestAsker
 from spacrq.experiments.declarations import (ExperimentSpec, declarations_path, declare,
-                                             load_experiments, module_of, undeclare)
+                                             load_experiments, probe_of, undeclare)
 from spacrq.experiments.environment import missing_sentence
 from spacrq.experiments.errors import (MANIFEST_TIMEOUT, NOTES_FILE, RECORDS_FILE,
                                        RUN_CONFIG_FILE, ExperimentError)
@@ -425,14 +425,12 @@ class ExperimentsWatch(WatchBase):
             if spec is None:
                 return Outcome(token, action, Code.MISSING,
                                f"the experiment {args.get('experiment')!r} is not declared")
-        else:
+        else:  # what `spacrq exp declare` checks too (spacrq.experiments.declarations)
             try:
-                module, home = module_of(str(args.get("module") or ""))
+                spec = probe_of(self.root, str(args.get("module") or ""), args.get("python"),
+                                args.get("cwd"))
             except ExperimentError as exc:
                 return Outcome(token, action, _code_of(exc), str(exc))
-            python = str(args.get("python") or "").strip() or procs.interpreter()
-            cwd = str(args.get("cwd") or "").strip() or str(home or self.root)
-            spec = ExperimentSpec(module, module, python, cwd, {}, "")
         self.asker.ask(token, action, spec)
         return None
 

@@ -260,7 +260,9 @@ class _Run:
                 return self._succeeded(i, job, collect(folders, before) if folders else None)
             if not kind:
                 kind, message = classify_failure(code, job.log_path)
-            if job.attempts <= job.retries and not self.control.request():
+            # a job its module refused (bad settings, exit 2) would be refused again: not retried
+            if job.attempts <= job.retries and kind != "ConfigurationError" \
+                    and not self.control.request():
                 self._retrying(job, kind, message)
                 continue
             job.run_status = collect(folders, before) if folders else None

@@ -436,6 +436,12 @@ class ConfigForm(QWidget):
             self.environment = EnvironmentList()
             self._layout.addWidget(self.environment)
 
+    def set_defaults(self) -> None:
+        """Show the module's declared defaults in every field (a new run's starting point)."""
+        for editor in self.editors.values():
+            if editor.parameter.default is not None:
+                editor.set_value(editor.parameter.default)
+
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Fill the fields from a configuration document (unknown keys ignored)."""
         for editor in self.editors.values():

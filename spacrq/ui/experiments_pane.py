@@ -18,6 +18,7 @@ declaration (its runs stay on disk).  Declare… opens a dialog of its own
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -39,14 +39,16 @@ from PySide6.QtWidgets import (
 )
 
 from spacrq.experiments.errors import MANIFEST_TIMEOUT
-from spacrq.experiments.pane import BADGES, COLUMNS, RunRow, announcement, controls
+from spacrq.experiments.manifest import config_problems_of
+from spacrq.experiments.pane import (BADGES, COLUMNS, RunRow, announcement, clock_text,
+                                     controls, form_heading, running_line)
 from spacrq.experiments.watch import ExperimentsWatch, Snapshot
-from spacrq.ui.status import RUNNING, first_few
 from spacrq.procs import interpreter
 from spacrq.ui.dialogs import confirm_abort
 from spacrq.ui.experiments_declare import DeclareDialog, confirm_remove
 from spacrq.ui.experiments_detail import RunDetail
 from spacrq.ui.experiments_form import ConfigForm, FormError
+from spacrq.ui.experiments_table import ProgressDelegate, RunColumns
 from spacrq.ui.pane_base import PaneBase
 from spacrq.ui.table_model import Column, LookDelegate, RowTable
 from spacrq.watching import Code, Outcome
@@ -91,6 +93,9 @@ def run_table() -> RowTable:
 #: to back, the first second of 20 live runs stalled the window 50-70 ms, one frame apart
 #: 30-37 ms, and every history is still read in about 1.3 s (bench/bench_gui_experiments.py)
 CATCH_UP_FRAME_MS = 16
+#: the widest start or end the Started and Ended columns are fitted for
+CLOCK_SAMPLE = time.mktime((2026, 12, 31, 23, 59, 0, 0, 0, -1))
+
 
 class ExperimentsPane(PaneBase):
     """The pane the main window shows under *Experiments*.
@@ -113,8 +118,14 @@ class ExperimentsPane(PaneBase):
         self._want_select: str | None = None
         self._want_experiment: str | None = None  # just declared: chosen once it is listed
         self._select_newest = True  # the pane opens on the experiment's newest run
-        self._config_for: str | None = None
+        self._config_for: str | None = None  # the run the form was last filled from
         self._run_config: Mapping[str, Any] | None = None
+        self._run_config_known = False  # the selected run's configuration has been read
+        self._form_shows_run = False  # the form holds that run's configuration (not defaults)
+        self._form_edited = False  # the operator changed a field since the form was filled
+        self._filling = False
+        self._heading_text: str | None = None
+        self._manifest: Mapping[str, Any] | None = None
         self._shown_controls = None  # what the buttons show now (set only when it changes)
         self._declaration_text: str | None = None
         self._declarations_shown: tuple | None = None
@@ -136,6 +147,16 @@ class ExperimentsPane(PaneBase):
         self.declaration = _label(name="declaration")
         self.declaration.setStyleSheet("color: #566573;")
         self.form = ConfigForm()
+        self.form.changed.connect(self._form_changed)
+        #: what the form holds: the selected run's configuration, or a new run's defaults
+        self.form_heading = _label(name="form-heading")
+        self.form_heading.setStyleSheet("font-weight: bold;")
+        self.defaults_button = QPushButton("Defaults")
+        self.defaults_button.setObjectName("button:defaults")
+        self.defaults_button.setToolTip("Fill the form with the module's defaults, for a new run "
+                                        "(the selected run keeps its own configuration)")
+        self.defaults_button.setEnabled(False)
+        self.defaults_button.clicked.connect(self._defaults_clicked)
         self.form_error = _label(name="form-error")
         self.form_error.setStyleSheet("color: #c0392b;")
         self.run_name = QLineEdit()
@@ -185,6 +206,10 @@ class ExperimentsPane(PaneBase):
         left_layout = QVBoxLayout(left)
         left_layout.addLayout(self.experiment_bar)
         left_layout.addWidget(self.declaration)
+        heading_row = QHBoxLayout()
+        heading_row.addWidget(self.form_heading, 1)
+        heading_row.addWidget(self.defaults_button, 0, Qt.AlignmentFlag.AlignTop)
+        left_layout.addLayout(heading_row)
         left_layout.addWidget(scroll, 1)
         left_layout.addWidget(self.form_error)
         left_layout.addLayout(create_row)
@@ -195,21 +220,21 @@ class ExperimentsPane(PaneBase):
         self.table.setObjectName("runs")
         self.table.setModel(self.runs)
         self.table.setItemDelegateForColumn(1, LookDelegate(self.table))
+        self.table.setItemDelegateForColumn(2, ProgressDelegate(self.table))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.setAlternatingRowColors(True)
-        # Fixed widths, fitted when runs appear: ResizeToContents would re-measure
-        # every row on every dataChanged, which is what per-row updates avoid.
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.columns = RunColumns(self.table, clock_text(CLOCK_SAMPLE))
         self.table.selectionModel().currentRowChanged.connect(self._run_chosen)
 
         self.buttons: dict[str, QPushButton] = {}
         self._tips: dict[str, str] = {}
+        # two rows: what steers the run, then what names and copies it (one row of eight
+        # buttons and a name field was wider than the pane and squeezed the field's words)
         bar = QHBoxLayout()
+        naming = QHBoxLayout()
         for key, text, tip in RUN_BUTTONS:
             button = QPushButton(text)
             button.setObjectName(f"button:{key}")
@@ -218,12 +243,18 @@ class ExperimentsPane(PaneBase):
             button.clicked.connect(lambda _=False, k=key: self._clicked(k))
             self.buttons[key] = button
             self._tips[key] = tip
-            bar.addWidget(button)
+            (bar if key in STEERING else naming).addWidget(button)
         self.new_name = QLineEdit()
         self.new_name.setObjectName("new-name")
         self.new_name.setPlaceholderText("new name")
+        self.new_name.setToolTip("The name Rename gives the selected run, or Duplicate gives "
+                                 "its copy (blank: dated)")
         self.new_name.setMaximumWidth(220)
-        bar.addWidget(self.new_name)
+        # never narrower than what it says it is for
+        self.new_name.setMinimumWidth(self.new_name.fontMetrics().horizontalAdvance("new name_")
+                                      + 16)
+        naming.addWidget(self.new_name, 1)
+        naming.addStretch(1)
         bar.addStretch(1)
         self.message = _label(name="message")
 
@@ -235,6 +266,7 @@ class ExperimentsPane(PaneBase):
         upper_layout.setContentsMargins(0, 0, 0, 0)
         upper_layout.addWidget(self.table, 1)
         upper_layout.addLayout(bar)
+        upper_layout.addLayout(naming)
         upper_layout.addWidget(self.message)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(upper)
@@ -257,8 +289,8 @@ class ExperimentsPane(PaneBase):
         return row.value if row is not None else None
 
     def running_now(self) -> tuple[str, ...]:
-        live = [str(row.key) for row in self.runs.rows if row.look in RUNNING]
-        return (f"experiment run {first_few(live)}",) if live else ()
+        """The chosen experiment's runs that run or are paused (their process is alive)."""
+        return running_line(self._experiment, [(str(row.key), row.look) for row in self.runs.rows])
 
     def shown_runs(self) -> list[RunRow]:
         return [row.value for row in self.runs.rows]
@@ -328,9 +360,11 @@ class ExperimentsPane(PaneBase):
         if not self._experiment:
             return
         self._manifest_for = None
+        self._form_shows_run = self._form_edited = False
         self.form.clear(f"Asking {self._experiment} what it takes …")
         self.form_error.setText("")
         self._set_form_enabled(False)
+        self._show_heading()
         self._manifest_token = self.ask("manifest", experiment=self._experiment)
 
     def _manifest_arrived(self, outcome: Outcome) -> None:
@@ -342,6 +376,7 @@ class ExperimentsPane(PaneBase):
             self.form_error.setText(outcome.message)
             return
         manifest = outcome.data["manifest"]
+        self._manifest = manifest
         try:
             self.form.build(manifest)
         except FormError as exc:
@@ -370,12 +405,55 @@ class ExperimentsPane(PaneBase):
         self.ask("devices", experiment=self._experiment, config=config)
 
     def _fill_form_from_run(self) -> None:
-        """Show a not-yet-started run's own configuration in the form, once per selection,
-        so Reconfigure starts from what the run has rather than from the defaults."""
-        if (self._run is not None and self._run.state == "created" and self._run_config is not None
+        """Show the selected run's own configuration in the form, once per selection, so the
+        form matches the run the operator looks at: Reconfigure starts from what a created
+        run has, and Create makes a new run from what a started one ran with.  A run with no
+        configuration file of its own shows the module's defaults, and says so."""
+        if (self._run is not None and self._run_config_known
                 and self._manifest_for == self._experiment and self._config_for != self._run_id):
-            self.form.set_config(dict(self._run_config))
+            self._fill(self._run_config)
             self._config_for = self._run_id
+        self._show_heading()
+
+    def _fill(self, config: Mapping[str, Any] | None) -> None:
+        """The defaults, then ``config`` over them (``None``: the defaults alone)."""
+        self._filling = True
+        try:
+            self.form.set_defaults()
+            if config is not None:
+                self.form.set_config(dict(config))
+        finally:
+            self._filling = False
+        self._form_shows_run = config is not None
+        self._form_edited = False
+        refused = config_problems_of(self._manifest or {}, config)[0] if config else []
+        self.form_error.setText(
+            f"Its configuration is one the module refuses ({'; '.join(refused)}); the form "
+            "shows the nearest it allows." if refused else "")
+
+    def _form_changed(self) -> None:
+        if not self._filling and not self._form_edited:
+            self._form_edited = True
+            self._show_heading()
+
+    def _defaults_clicked(self) -> None:
+        self._fill(None)
+        self._show_heading()
+
+    def _show_heading(self) -> None:
+        built = self._manifest_for is not None and self._manifest_for == self._experiment
+        if not built:
+            text = ""
+        elif self._run is not None and not self._run_config_known \
+                and self._config_for != self._run_id:
+            text = f"Reading run {self._run.run_id}'s configuration …"
+        else:
+            text = form_heading(self._experiment, self._run, shows_run=self._form_shows_run,
+                                has_config=self._run_config is not None, edited=self._form_edited)
+        self.defaults_button.setEnabled(built)
+        if text != self._heading_text:
+            self._heading_text = text
+            self.form_heading.setText(text)
 
     def _set_form_enabled(self, enabled: bool) -> None:
         self.create_button.setEnabled(enabled)
@@ -412,20 +490,11 @@ class ExperimentsPane(PaneBase):
         self._run_id, self._run = run_id, run
         self._config_for = None
         self._clear_detail()
+        if run is None and self._form_shows_run and not self._form_edited:
+            self._fill(None)  # no run is looked at: the form is a new run's again
+        self._show_heading()
         self._update_buttons()
         self.set_view(run=run_id)
-
-    def _fit_columns(self) -> None:
-        """Widths that fit the runs' ids and what the other columns will come to hold,
-        measured from the rows' own text (asking the view to measure every cell would
-        call back into Python once a cell)."""
-        metrics = self.table.fontMetrics()
-        widest = {0: max((row.cells[0] for row in self.runs.rows), key=len, default="Run"),
-                  1: "stopping after this step", 3: "2026-12-31 23:59", 4: "2026-12-31 23:59"}
-        for column, text in widest.items():
-            width = metrics.horizontalAdvance(text) + (44 if column == 1 else 24)  # 1: the dot
-            if width > self.table.columnWidth(column):
-                self.table.setColumnWidth(column, width)
 
     def _select(self, run_id: str) -> None:
         row = self.runs.row_of(run_id)
@@ -438,6 +507,7 @@ class ExperimentsPane(PaneBase):
     def _clear_detail(self) -> None:
         self.detail.clear()
         self._run_config = None
+        self._run_config_known = False
 
     def _update_buttons(self, force: bool = False) -> None:
         run = self._run
@@ -551,12 +621,13 @@ class ExperimentsPane(PaneBase):
             # runs still to read: go on without waiting the interval, one frame after this
             # snapshot, so the window paints it without a read contending for the interpreter
             QTimer.singleShot(CATCH_UP_FRAME_MS, self, self.poll_now)
-        before = self.runs.rowCount()
         previous = {row.key: row.value.state for row in self.runs.rows}
-        self.runs.set_rows(snap.rows)
+        change = self.runs.set_rows(snap.rows)
         self._announce(previous, snap.runs)
-        if self.runs.rowCount() > before:
-            self._fit_columns()
+        if change.kind != "same":  # measured: the rows that are new or changed
+            fresh = set(change.changed) | set(range(change.first, change.first + change.count)) \
+                if change.kind in ("insert", "update") else range(self.runs.rowCount())
+            self.columns.fit([self.runs.rows[i] for i in fresh if i < self.runs.rowCount()])
         if self._want_select and self.runs.row_of(self._want_select) >= 0:
             self._select(self._want_select)
             self._want_select = None
@@ -586,7 +657,9 @@ class ExperimentsPane(PaneBase):
             self.detail.show_detail(detail, run)
             if detail.config_changed:
                 self._run_config = detail.config
+                self._run_config_known = True
                 self._fill_form_from_run()
+        self._show_heading()  # a run that started since says it ran with it
 
     def _announce(self, previous: Mapping[str, str], runs: Sequence[RunRow]) -> None:
         """Say when a run the pane was already showing reached an outcome or a hold."""

@@ -38,7 +38,7 @@ def test_run_wait_status_note_and_list(declared, capsys):
     code, out, _ = run_cli(capsys, "exp", "list", "sweep", *w)
     assert "c1  completed  3/3" in out
     code, out, _ = run_cli(capsys, "exp", "list", *w)
-    assert "sweep: python -m spacrq.experiments.demo_sweep  (1 runs)" in out
+    assert "sweep: python -m spacrq.experiments.demo_sweep  (1 run)" in out
     code, out, _ = run_cli(capsys, "exp", "manifest", "sweep", *w)
     assert "dwell (float) = 0.1 s" in out
 

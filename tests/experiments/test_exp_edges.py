@@ -102,7 +102,9 @@ def test_run_wait_ends_when_the_module_exits_before_its_run_starts(workspace, tm
     code, out, err = cli(capsys, "exp", "run", "quitter", "q1", "--set", "points=1", "--wait",
                          "--workspace", str(workspace.root))
     assert code == 1
-    assert "module exited before its run started; read its log" in err
+    # what the module said is the reason, and its log is named once
+    assert "never started: the module exited before its run started, saying: no driver for " \
+        "the stage (its log: " in err and err.count("job-logs") == 1
     assert "q1: created" in out
 
 
@@ -164,7 +166,8 @@ def test_resume_wait_ends_when_the_resumed_module_exits_before_it_starts(
     code, out, _ = cli(capsys, "exp", "run", "stubborn", "s1", "--wait", *w)
     assert code == 1 and "s1: canceled" in out
     code, out, err = cli(capsys, "exp", "resume", "stubborn", "s1", "--wait", *w)
-    assert code == 1 and "exited before its resumed run started; read its log" in err
+    assert code == 1 and "exited before its resumed run started, saying: the stage is gone " \
+        "(its log: " in err and err.count("job-logs") == 1
 
 
 def test_wait_for_a_paused_run_ends_when_its_process_is_gone(tmp_path):

@@ -8,12 +8,15 @@ from spacrq.experiments.pane import (
     RunRow,
     announcement,
     badge,
+    clock_text,
     controls,
     eta_seconds,
+    form_heading,
     progress_text,
     reading_row,
     rows,
     run_row,
+    running_line,
     tooltip,
 )
 
@@ -95,9 +98,9 @@ def test_a_row_says_progress_eta_and_what_was_asked():
 def test_progress_reads_in_the_one_duration_format():
     run = RunRow("r", "running", "running", "#2471a3", done=2, total=10, eta=200.0,
                  step_progress={"done": 1, "total": 3, "detail": "reading"})
-    assert progress_text(run) == "██░░░░░░░░ 2 / 10 steps · ETA 3m 20s · step 1/3 reading"
+    assert progress_text(run) == "2 / 10 steps · ETA 3m 20s · step 1/3 reading"
     assert progress_text(RunRow("r", "completed", "completed", "#1e8449", done=10, total=10,
-                                eta=5.0)) == "██████████ 10 / 10 steps"
+                                eta=5.0)) == "10 / 10 steps"
     assert progress_text(reading_row("r")) == ""
 
 
@@ -107,7 +110,7 @@ def test_table_rows_carry_text_cells_a_tip_and_the_state_as_their_look():
     run = run_row(status, {"completed": 3, "total": 4})
     (row,) = rows([run])
     assert row.key == "b" and row.look == "failed" and row.value is run
-    assert row.cells[:3] == ("b", "failed", "████████░░ 3 / 4 steps")
+    assert row.cells[:3] == ("b", "failed", "3 / 4 steps")  # the table paints the bar
     assert row.cells[3] and row.cells[4]  # start and end as the operator reads them
     assert row.tip(2) == tooltip(run) and "last error: boom" in tooltip(run)
     assert row.sort_key(2) == 3
@@ -122,3 +125,41 @@ def test_a_run_reaching_an_outcome_is_announced_once():
     assert announcement("sweep", "reading", done) is None
     failed = RunRow("r", "failed", "failed", "#922b21")
     assert announcement("sweep", "running", failed) == ("sweep run r failed", False)
+
+
+def test_the_status_line_names_running_and_paused_runs():
+    runs = [("r1", "paused"), ("r2", "running"), ("r3", "completed"), ("r4", "paused")]
+    assert running_line("sweep", runs) == ("experiment sweep run r2",
+                                           "experiment sweep runs r1, r4 paused")
+    assert running_line(None, [("r1", "paused")]) == ("experiment run r1 paused",)
+    assert running_line("sweep", [("r3", "completed")]) == ()
+
+
+def test_the_form_says_whose_configuration_it_holds():
+    created = RunRow("tonight", "created", "created", "#7f8c8d")
+    done = RunRow("demo", "completed", "completed", "#1e8449")
+    assert form_heading("sweep", done, shows_run=True).startswith(
+        "The configuration run demo ran with.")
+    assert "Reconfigure gives it" in form_heading("sweep", created, shows_run=True)
+    assert form_heading("sweep", None, shows_run=False) == \
+        "A new run of sweep: the module's defaults."
+    assert form_heading("sweep", done, shows_run=False, has_config=False) == \
+        "A new run of sweep: the module's defaults (run demo has no configuration file of its own)."
+    assert "(changed here since)" in form_heading("sweep", done, shows_run=True, edited=True)
+
+
+def test_start_and_end_times_carry_their_date():
+    import time
+    epoch = time.mktime((2026, 11, 30, 23, 5, 9, 0, 0, -1))
+    assert clock_text(epoch, year=2026) == time.strftime("%d %b 23:05", time.localtime(epoch))
+    assert clock_text(epoch, year=2027) == "2026-11-30 23:05" and clock_text(None) == ""
+    run = RunRow("r", "completed", "completed", "#1e8449", started=epoch, ended=epoch + 60)
+    assert "started 2026-11-30 23:05:09, ended 2026-11-30 23:06:09" in tooltip(run)
+
+
+def test_a_run_whose_module_exited_before_it_started_reads_never_started():
+    status = {"run_id": "x", "state": "created", "start_failed": "no stage",
+              "problem": "it never started: …"}
+    run = run_row(status, {})
+    assert run.state == "created" and run.badge == "never started"
+    assert run.controls().run.enabled and run.controls().reconfigure.enabled

@@ -208,6 +208,18 @@ def test_retries_are_bounded_and_counted(tmp_path):
     assert (back["hopeless"].status, back["hopeless"].attempts) == ("failed", 2)
 
 
+def test_a_job_its_module_refused_is_not_retried(tmp_path):
+    """Exit 2 (bad settings or arguments) would be refused the same way again: retrying it
+    spent the retries and the night's time, and read like a transient failure."""
+    queue, path = _queue(tmp_path, _cmd("refused", retries=3))
+    script = Script({"refused": 2}, log_lines={"refused": ["error: points = 1 is below its "
+                                                          "minimum 2"]})
+    run_queue(queue, path, runner=script)
+    job = load_queue(path).jobs[0]
+    assert script.ran == ["refused"] and job.attempts == 1
+    assert (job.status, job.failure_kind) == ("failed", "ConfigurationError")
+
+
 def test_partial_results_are_detected_from_fresh_stamps_only(tmp_path):
     out = tmp_path / "plate1"
     out.mkdir()
