@@ -11,6 +11,15 @@ worker waited for it.  That is enough for every chart the pane draws:
 * wall time per block against completion order, with its trend over every block,
 * peak RSS per block against completion order.
 
+**Run time** on every chart, live or finished, in the Run Report or in the
+morning report, is counted from the *run's start*: the ``started_at`` the
+task wrote when it began running blocks in its job process (its
+``runs.jsonl`` line, or its ``progress.json`` while it runs), the zero
+:class:`~spacrq.blockwise.watch_live.LiveRun` uses too.  Not the job's start
+(the interpreter and the module's imports come before it) and not the first
+block sent: a chart read beside another of the same run shows the same
+second at the same place.  :func:`run_window` finds that start for a job.
+
 The store is read once (the arrays side by side), every series is built
 with whole-array numpy operations and decimated to what a screen shows
 (:data:`~spacrq.blockwise.watch_series.CHART_BUCKETS` min/max buckets per
@@ -36,7 +45,7 @@ from spacrq.blockwise.watch_live import SLOW_FACTOR, TIME_BUCKETS, slowest_id, s
 from spacrq.blockwise.watch_series import CHART_BUCKETS, PeakSeries, Trend
 from spacrq.runfiles import RunFileError
 
-__all__ = ["CHART_ARRAYS", "store_charts", "slowest_worker", "SLOW_FACTOR"]
+__all__ = ["CHART_ARRAYS", "store_charts", "run_window", "slowest_worker", "SLOW_FACTOR"]
 
 #: the store arrays the charts are built from, read in one batch
 CHART_ARRAYS = ("returned_at", "sent_at", "wall_seconds", "peak_rss_bytes", "worker_id",
@@ -72,6 +81,44 @@ def _rate(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return centres, counts / width
 
 
+def run_window(store_dir: str | Path, lo: float | None, hi: float | None,
+               runs: list | None = None) -> tuple[float | None, float | None]:
+    """``(start, end)`` of the store's run that began between ``lo`` and ``hi`` (epoch seconds).
+
+    For a caller that knows when the run's *job* ran (the morning report) and
+    must chart it from the same zero as the Run Report: the run's own start
+    (the last one begun in the window, from ``runs.jsonl``, else from the
+    ``progress.json`` of a run that never wrote its line), and as its end the
+    next run's start, else ``hi``.  ``(lo, hi)`` when the store names no run
+    in the window (then the chart's zero is the job's start, the best known).
+    ``runs`` lets a caller that already read ``runs.jsonl`` pass its reports.
+    """
+    from spacrq.blockwise.report_runs import read_runs, runs_file
+    from spacrq.runfiles import PROGRESS_FILE, read_json_checked
+    path = Path(store_dir)
+    reports = [r for r in (runs if runs is not None else read_runs(runs_file(path)))
+               if r.started_at and r.started_at > 0]
+    starts = sorted(float(r.started_at) for r in reports)
+    progress, _ = read_json_checked(path / PROGRESS_FILE, None, expect=dict)
+    live = (progress or {}).get("started_at")
+    # the snapshot of a run with no report line yet: one begun after the last line's run
+    # ended (the snapshot of a run that wrote its line is that run's, a clock tick apart)
+    ended = max((max(float(r.finished_at), float(r.started_at) + 1e-3) for r in reports),
+                default=float("-inf"))
+    if isinstance(live, (int, float)) and not isinstance(live, bool) and live >= ended:
+        starts.append(float(live))
+
+    def inside(t: float) -> bool:
+        return (lo is None or t >= lo) and (hi is None or t <= hi)
+
+    mine = [t for t in starts if inside(t)]
+    if not mine:
+        return lo, hi
+    start = mine[-1]
+    later = [t for t in starts if t > start]
+    return start, later[0] if later else hi
+
+
 def _arrays(store_dir: Path) -> dict:
     try:
         return read_store_arrays(Path(store_dir), CHART_ARRAYS)
@@ -85,7 +132,9 @@ def store_charts(store_dir: str | Path, start: float | None = None, end: float |
     """The chart series of the run that returned its blocks between ``start`` and ``end``.
 
     ``start``/``end`` are epoch seconds (None: open ended); run time is
-    counted from ``start`` (else from the first block sent).  ``arrays``
+    counted from ``start``, which callers give as the run's start (see the
+    module's note and :func:`run_window`); only with no start at all is it
+    counted from the first block sent.  ``arrays``
     lets a caller that already read the store pass its arrays.  ``interrupted``
     (the watch's) is asked between the steps: when it says stop, the result
     is None and nothing half-built is returned.

@@ -5,7 +5,8 @@ memory, for a run watched all night.
 resolution when full, so a chart never holds more than a few thousand points
 however many blocks completed, and a slow block is never averaged away.
 :class:`Trend` fits its line over *every* point with running co-moments, not
-over the decimated ones.
+over the decimated ones.  :func:`memory_unit` is the one unit every memory
+chart (the Run Report's, the morning report's) is drawn in.
 """
 from __future__ import annotations
 
@@ -14,10 +15,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHART_BUCKETS", "PeakSeries", "Trend"]
+__all__ = ["CHART_BUCKETS", "PeakSeries", "Trend", "memory_unit"]
 
 #: min/max buckets per chart series: two points per pixel of a wide chart is all a screen shows
 CHART_BUCKETS = 1024
+
+
+#: the binary units of memory figures, as the tables write them (``format_bytes``)
+MEMORY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def memory_unit(largest_bytes: float | None) -> tuple[str, float]:
+    """``(unit, bytes per unit)`` a memory chart is drawn in: the binary unit the tables
+    beside it write its largest figure in (``format_bytes``), so the table's "max 49.0 MiB"
+    is 49.0 on the axis, never a decimal 51.3 MB; MiB when nothing was measured.
+
+    The axis numbers stay below 1024, so the tick text stays short whatever the figures.
+    """
+    if largest_bytes is None or not np.isfinite(largest_bytes):
+        return "MiB", float(2**20)
+    value, power = abs(float(largest_bytes)), 0
+    while power < len(MEMORY_UNITS) - 1 and value >= (1023.5 if power == 0 else 1023.95):
+        value, power = value / 1024.0, power + 1  # format_bytes' rule: it still rounds below 1024
+    return MEMORY_UNITS[power], float(1024 ** power)
 
 
 class PeakSeries:

@@ -41,16 +41,17 @@ def default_report_path(queue_path: str | os.PathLike) -> Path:
     return logs_dir(queue_path) / REPORT_FILE
 
 
-def report_html(queue_path: str | os.PathLike, *, written_at: str | None = None) -> str:
-    """The report of ``queue_path`` as HTML text."""
+def report_html(queue_path: str | os.PathLike, *, written_at: str | None = None,
+                night: Any = None) -> str:
+    """The report of ``queue_path`` as HTML text (of ``night`` when it was gathered already)."""
     from spacrq.night.collect import gather
     from spacrq.night.html import render
     when = written_at or datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-    return render(gather(queue_path), written_at=when)
+    return render(night if night is not None else gather(queue_path), written_at=when)
 
 
 def write_report(queue_path: str | os.PathLike, out: str | os.PathLike | None = None, *,
-                 written_at: str | None = None) -> Path:
+                 written_at: str | None = None, night: Any = None) -> Path:
     """Write the report (atomically) and return its path."""
     target = Path(out) if out else default_report_path(queue_path)
-    return write_text(target, report_html(queue_path, written_at=written_at))
+    return write_text(target, report_html(queue_path, written_at=written_at, night=night))

@@ -5,10 +5,15 @@ from typing import Any
 
 import numpy as np
 
+from spacrq.blockwise.report_format import format_bytes
+from spacrq.blockwise.watch_series import memory_unit
 from spacrq.night.svg import Chart, Line
 
 #: at most this many workers get a line each; the rest are summed into "other workers"
 MAX_WORKER_LINES = 8
+#: the x axis of the charts over time: counted from the run's start, as the Run Report counts
+#: it (:mod:`spacrq.blockwise.watch_charts`), not from the job's start
+RUN_TIME = "run time (s, from the run's start)"
 
 
 def block_charts(series: dict[str, Any]) -> list[Chart]:
@@ -36,8 +41,9 @@ def _worker_chart(series: dict[str, Any]) -> Chart:
     lines: list[Line] = []
     for colour, w in enumerate(ids[:MAX_WORKER_LINES]):
         lines.append(Line(f"worker {w} compute", *_pair(compute[w]), colour=colour))
-        if w in idle:
-            lines.append(Line(f"worker {w} idle", *_pair(idle[w]), colour=colour, dashed=True))
+        if w in idle:  # on its own scale, as the Run Report draws it: a few per cent of compute
+            lines.append(Line(f"worker {w} idle", *_pair(idle[w]), colour=colour, dashed=True,
+                              right=True))
     notes = []
     if series.get("slowest"):
         notes.append(series["slowest"])
@@ -47,13 +53,14 @@ def _worker_chart(series: dict[str, Any]) -> Chart:
     if ids and not series.get("idle_measured"):
         notes.append("Idle time was not recorded per block by this run.")
     empty = "" if ids else "no block was run by a spacrq worker (an in-process run)"
-    return Chart("Compute and idle per worker (cumulative)", "run time (s)", "seconds",
-                 tuple(lines), note=" ".join(notes), empty=empty)
+    return Chart("Compute and idle per worker (cumulative)", RUN_TIME, "compute (s), solid",
+                 tuple(lines), note=" ".join(notes), empty=empty,
+                 y2_label="idle (s), dashed" if idle else "")
 
 
 def _rate_chart(series: dict[str, Any]) -> Chart:
     x, y = _pair(series.get("rate"))
-    return Chart("Blocks per second", "run time (s)", "blocks/s", (Line("blocks/s", x, y),),
+    return Chart("Blocks per second", RUN_TIME, "blocks/s", (Line("blocks/s", x, y),),
                  empty="" if x.size else "no block returned")
 
 
@@ -75,9 +82,11 @@ def _rss_chart(series: dict[str, Any]) -> Chart:
         return Chart("Peak memory per block", "", "",
                      empty="peak memory was not recorded for this run")
     x, y = _pair(series.get("rss"))
-    return Chart("Peak memory per block, in completion order", "completion order", "MiB",
-                 (Line("peak RSS", x, y / 2**20, points_only=True),),
-                 note=f"Highest: {np.nanmax(y) / 2**20:.1f} MiB." if y.size else "")
+    highest = float(np.nanmax(y)) if y.size and np.isfinite(y).any() else None
+    unit, size = memory_unit(highest)  # the Run Report's unit, the tables' binary one
+    return Chart("Peak memory per block, in completion order", "completion order",
+                 f"peak RSS ({unit})", (Line("peak RSS", x, y / size, points_only=True),),
+                 note=f"Highest: {format_bytes(highest)}." if highest is not None else "")
 
 
 def records_chart(rows: list[dict[str, Any]], x: str) -> Chart:

@@ -65,7 +65,11 @@ class JobFacts:
     log_readable: bool
     blockwise: BlockwisePart | None = None
     experiment: ExperimentPart | None = None
+    #: the job's peak resident memory, when it is known exactly
     peak_rss_bytes: int | None = None
+    #: when it is not: the most it can have been (a job smaller than its supervisor is
+    #: given the supervisor's peak by the kernel, see :func:`spacrq.queue.supervise._peak_of`)
+    peak_rss_at_most_bytes: int | None = None
 
 
 @dataclass
@@ -83,6 +87,32 @@ class Night:
     resumed_after_crash: list[str] = field(default_factory=list)
     #: the last runner died and nothing has resumed the queue since
     runner_died: bool = False
+    #: what happened to the night's runners, oldest first: deaths, stops, resumes
+    events: list["NightEvent"] = field(default_factory=list)
+
+
+#: kinds of :class:`NightEvent`
+DIED_RESUMED, STOPPED, ABORTED, RESUMED, RUN_AGAIN = (
+    "died_resumed", "stopped", "aborted", "resumed", "run_again")
+
+
+@dataclass
+class NightEvent:
+    """One turn of the night's runners, from ``runner-history.jsonl``, in the order it came.
+
+    ``died_resumed``: a runner died (crash, kill, reboot) and the next one resumed the queue
+    at ``at``; ``stopped``/``aborted``: a runner ended early at ``at`` (an operator's stop or
+    abort, or the failure policy), ``after_job`` the last job that had ended by then and
+    ``reason`` the queue's own sentence (known for its latest stop only); ``resumed``: a
+    runner started again after such a stop; ``run_again``: after a night that had ended.
+    The stop of the runner still writing the report is not in the history yet: its ``at``
+    is when the last job ended (or was aborted), the moment it stopped.
+    """
+
+    kind: str
+    at: str = ""
+    after_job: str = ""
+    reason: str = ""
 
 
 def outcome_of(job: Job) -> str:
@@ -105,7 +135,7 @@ def _resolved_settings(job: Job, queue_dir: Path) -> tuple[dict[str, Any], Path]
 def _blockwise_part(job: Job, queue_dir: Path) -> BlockwisePart:
     from spacrq.blockwise import spec as bw_spec
     from spacrq.blockwise.report_store import report_from_store
-    from spacrq.blockwise.watch_charts import store_charts
+    from spacrq.blockwise.watch_charts import run_window, store_charts
     try:
         settings, base = _resolved_settings(job, queue_dir)
         store = bw_spec.tracking_folder({**bw_spec.DEFAULTS, **settings}, base)
@@ -120,9 +150,10 @@ def _blockwise_part(job: Job, queue_dir: Path) -> BlockwisePart:
         report = report_from_store(store)
         part.panel = report.render()
         part.headline = report.headline()
-        # the charts of this job's run: the blocks that returned while it ran
-        part.series = store_charts(store, start.timestamp() - 1.0 if start else None,
-                                   end.timestamp() + 1.0 if end else None)
+        # the charts of this job's run, from the run's own start: the Run Report's zero
+        lo = start.timestamp() - 1.0 if start else None
+        hi = end.timestamp() + 1.0 if end else None
+        part.series = store_charts(store, *run_window(store, lo, hi))
     except Exception as exc:  # a damaged store is described, never fatal
         part.problem = f"its tracking store {store} could not be read: {exc}"
     return part
@@ -247,6 +278,7 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
     runner_log = folder / "runner.log"
     night.runner_log = str(runner_log) if runner_log.is_file() else ""
     night.resumed_after_crash, night.runner_died = crashes(path)
+    night.events = events(path, queue)
     for i, job in enumerate(queue.jobs, start=1):
         facts = JobFacts(index=i, job=job, outcome=outcome_of(job),
                          log_readable=bool(job.log_path) and os.access(job.log_path, os.R_OK))
@@ -259,7 +291,7 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
         elif ran and job.module in EXPERIMENT_MODULES:
             facts.experiment = _experiment_part(job, path.parent)
         if facts.peak_rss_bytes is None:
-            facts.peak_rss_bytes = _job_peak_rss(job)
+            facts.peak_rss_bytes, facts.peak_rss_at_most_bytes = _job_peak_rss(job)
         night.jobs.append(facts)
     return night
 
@@ -283,8 +315,66 @@ def crashes(path: Path) -> tuple[list[str], bool]:
     return resumed, died
 
 
-def _job_peak_rss(job: Job) -> int | None:
-    """The job process's peak memory, as its supervisor recorded it when the job ended."""
+def events(path: Path, queue: Queue) -> list[NightEvent]:
+    """The night's runner turns in order: each death and resume, each stop and what followed.
+
+    From the runner history (a start with no end before the next start is a
+    runner that died; an end says how the runner ended).  The queue's own
+    ``stopped_reason`` is its latest run's: it tells the last stop, and a
+    stop not in the history yet (the report written by the runner that is
+    ending, or a queue run without a runner) is added last.
+    """
+    from spacrq.queue.runner import runner_history
+    history = runner_history(path)
+    out: list[NightEvent] = []
+    for i, entry in enumerate(history):
+        if entry["event"] == "started" and i:
+            before = history[i - 1]
+            kind = DIED_RESUMED if before["event"] == "started" else \
+                RESUMED if before.get("state") in (STOPPED, ABORTED) else RUN_AGAIN
+            out.append(NightEvent(kind, entry["at"]))
+        elif entry["event"] == "ended" and entry.get("state") in (STOPPED, ABORTED):
+            out.append(NightEvent(entry["state"], entry["at"], _last_ended(queue, entry["at"])))
+    reason = queue.stopped_reason
+    if reason:
+        last = out[-1] if out else None
+        if history and history[-1]["event"] == "ended" and last and last.kind in (STOPPED, ABORTED):
+            last.reason = reason
+        else:  # it stopped as its last job ended (or was aborted): that moment is its time
+            ends = [(when, job.finished) for job in queue.jobs
+                    if (when := parse_iso(job.finished)) is not None]
+            out.append(NightEvent(STOPPED, max(ends)[1] if ends else "",
+                                  _last_ended(queue, ""), reason))
+    return out
+
+
+def _last_ended(queue: Queue, by: str) -> str:
+    """The job that ended last before ``by`` (an ISO time; "" for now): a stop came after it."""
+    limit = parse_iso(by) if by else None
+    best: tuple[float, str] | None = None
+    for job in queue.jobs:
+        # a job not run (the one an abort stopped among them) did not end before the stop
+        when = parse_iso(job.finished) if job.status not in (STATUS_PENDING, STATUS_NOT_RUN) \
+            else None
+        if when is None or (limit is not None and when > limit):
+            continue
+        if best is None or when.timestamp() >= best[0]:
+            best = (when.timestamp(), job.id)
+    return best[1] if best else ""
+
+
+def _amount(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _job_peak_rss(job: Job) -> tuple[int | None, int | None]:
+    """``(exact peak, at most)`` of the job process's memory, as its supervisor recorded it.
+
+    From the end line of the job's latest attempt in its exit record (an
+    older attempt's figure is another run's).  A record written before the
+    supervisor told the two apart has ``peak_rss_bytes`` only; it is taken
+    as written.
+    """
     if job.log_path:
         from spacrq.queue.supervise import exit_record_path
         from spacrq.runfiles import read_jsonl
@@ -292,17 +382,22 @@ def _job_peak_rss(job: Job) -> int | None:
             lines = read_jsonl(exit_record_path(job.log_path))
         except OSError:
             lines = []
-        for line in reversed(lines):
-            value = line.get("peak_rss_bytes")
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
+        ends = [line for line in lines if "exit_code" in line]
+        mine = [line for line in ends if job.started and line.get("key") == job.started]
+        for line in reversed(mine or ends):
+            exact, at_most = _amount(line.get("peak_rss_bytes")), \
+                _amount(line.get("peak_rss_at_most_bytes"))
+            if exact is not None or at_most is not None:
+                return exact, None if exact is not None else at_most
+            if mine:
+                break  # this attempt's end says nothing was measured: no other run's figure
     for source in (job.ran_with, job.process, job.run_status):
         if isinstance(source, dict):
             value = source.get("peak_rss_bytes")
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                return value
-    return None
+                return value, None
+    return None, None
 
 
-__all__ = ["Night", "JobFacts", "BlockwisePart", "ExperimentPart", "gather", "outcome_of",
-           "machine", "STATUS_FAILED", "STATUS_RUNNING"]
+__all__ = ["Night", "NightEvent", "JobFacts", "BlockwisePart", "ExperimentPart", "gather",
+           "outcome_of", "events", "machine", "STATUS_FAILED", "STATUS_RUNNING"]

@@ -9,13 +9,17 @@ queue state gives the same bytes apart from the single "written at" line.
 """
 from __future__ import annotations
 
+import math
+import re
+import textwrap
 from collections import OrderedDict
 from html import escape
 from typing import Iterable
 
 from spacrq.night import svg
 from spacrq.night.charts import block_charts, records_chart
-from spacrq.night.collect import JobFacts, Night
+from spacrq.night.collect import (ABORTED, DIED_RESUMED, RESUMED, RUN_AGAIN, STOPPED, JobFacts,
+                                  Night)
 from spacrq.fmt import duration
 from spacrq.queue.model import parse_iso
 
@@ -57,7 +61,8 @@ table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #eee; vertical-align: top; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge { color: #fff; border-radius: 3px; padding: 0 5px; font-size: 11px; white-space: nowrap; }
-pre { font-size: 9.5px; background: #f7f7f7; padding: 6px; overflow-x: auto; white-space: pre; }
+pre { font-size: 9.5px; background: #f7f7f7; padding: 6px; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
 figure { margin: 10px 0; page-break-inside: avoid; } figcaption { font-weight: 600; }
 svg text { font: 10px sans-serif; fill: #444; }
 .legend span { margin-right: 12px; white-space: nowrap; font-size: 11px; }
@@ -88,27 +93,50 @@ def verdict(night: Night) -> tuple[str, str]:
                       ("not_run", "not run")):
         if counts.get(key):
             parts.append(f"{counts[key]} {word}")
-    stopped = night.queue.stopped_reason
-    crashed = ""
-    if night.resumed_after_crash:
-        crashed = " The runner died and the queue was resumed at " + ", ".join(
-            _clock_time(t) for t in night.resumed_after_crash) + "."
+    story = _story(night)
+    told = (" " + story) if story else ""
+    final_stop = bool(night.events) and night.events[-1].kind in (STOPPED, ABORTED)
+    crashed = any(e.kind == DIED_RESUMED for e in night.events)
     if night.runner_died:
         return (f"The runner died with {sum(1 for f in night.jobs if f.outcome == 'not_run')} "
                 "job(s) still to run and nothing has resumed the queue: 'spacrq queue resume' "
-                "carries on." + crashed, "bad")
+                "carries on." + (f" Before that: {story}" if story else ""), "bad")
     if running:
         head = f"Still running: {counts.get('success', 0) + counts.get('partial', 0)} of {total} jobs done"
-        return head + (f"; {', '.join(parts)}" if parts else "") + "." + crashed, "mixed"
+        return head + (f"; {', '.join(parts)}" if parts else "") + "." + told, "mixed"
     if not parts:
         return (f"All good: every one of the {total} jobs completed and nothing is partial."
-                + crashed, "good" if not crashed else "mixed")
+                + told, "mixed" if crashed else "good")
     short = sum(counts.get(k, 0) for k in ("failed", "partial", "skipped", "not_run"))
-    head = f"{total - short} of {total} jobs fully succeeded; " + ", ".join(parts)
-    if stopped:
-        head += f". Stopped: {stopped}"
-    tone = "bad" if counts.get("failed") or stopped else "mixed"
-    return head + "." + crashed, tone
+    head = f"{total - short} of {total} jobs fully succeeded; " + ", ".join(parts) + "."
+    tone = "bad" if counts.get("failed") or final_stop else "mixed"
+    return head + told, tone
+
+
+def _story(night: Night) -> str:
+    """What happened to the night's runners, one short sentence each, in the order it came.
+
+    So a report read in the morning tells a crash, the operator's stop and the
+    resume after it as they happened, the stop still there once the queue
+    was resumed and finished.
+    """
+    sentences = []
+    for e in night.events:
+        when = f" at {_clock_time(e.at)}" if e.at else ""
+        if e.kind == DIED_RESUMED:
+            sentences.append(f"The runner died and the queue was resumed{when}.")
+        elif e.kind in (STOPPED, ABORTED):
+            word = "Stopped" if e.kind == STOPPED else "Aborted"
+            if e.reason:
+                sentences.append(f"{word}{when}: {e.reason}.")
+            else:
+                after = f" after job {e.after_job}" if e.after_job and e.kind == STOPPED else ""
+                sentences.append(f"{word}{when}{after}.")
+        elif e.kind == RESUMED:
+            sentences.append(f"Resumed{when}.")
+        elif e.kind == RUN_AGAIN:
+            sentences.append(f"Run again{when}.")
+    return " ".join(sentences)
 
 
 def _grouped_failures(night: Night) -> "OrderedDict[str, OrderedDict[str, list[JobFacts]]]":
@@ -178,11 +206,27 @@ def _timeline(night: Night) -> Iterable[str]:
         return
     start = min(b[1] for b in bars)
     end = max(b[2] for b in bars)
-    marks = [(t.timestamp(), "resumed") for t in map(parse_iso, night.resumed_after_crash) if t]
+    marks = [(t.timestamp(), label, colour) for t, label, colour in _marks(night)]
     if marks:  # a rerun job may start after the resume: the night spans both
         start = min(start, *(m[0] for m in marks))
         end = max(end, *(m[0] for m in marks))
     yield svg.timeline(bars, start=start, end=end, colours=OUTCOME_COLOURS, marks=marks)
+
+
+#: how each runner turn of the night is marked on the timeline: (label, colour)
+MARKS = {DIED_RESUMED: ("died, resumed", "#c62828"), STOPPED: ("stopped", "#e69f00"),
+         ABORTED: ("aborted", "#c62828"), RESUMED: ("resumed", "#1565c0"),
+         RUN_AGAIN: ("run again", "#616161")}
+
+
+def _marks(night: Night) -> list[tuple]:
+    """``(time, label, colour)`` of each runner turn that has a time, in order."""
+    out = []
+    for e in night.events:
+        when = parse_iso(e.at) if e.at else None
+        if when is not None:
+            out.append((when, *MARKS[e.kind]))
+    return out
 
 
 def _clock_time(text: str) -> str:
@@ -199,6 +243,22 @@ def _size(value: int | None) -> str:
     return f"{value / 2**20:.1f} MiB" if value < 2**30 else f"{value / 2**30:.2f} GiB"
 
 
+def _peak(f: JobFacts) -> str:
+    """The job's peak memory; ``≤ 14.3 MiB`` when only its upper bound is known (rounded up)."""
+    if f.peak_rss_bytes is not None or f.peak_rss_at_most_bytes is None:
+        return _size(f.peak_rss_bytes)
+    bound = f.peak_rss_at_most_bytes
+    if bound < 2**30:
+        return f"≤ {math.ceil(bound / 2**20 * 10) / 10:.1f} MiB"
+    return f"≤ {math.ceil(bound / 2**30 * 100) / 100:.2f} GiB"
+
+
+#: under the jobs table when a job's peak memory is only bounded
+AT_MOST_NOTE = ("≤: the kernel counts into a job's figure the memory of the supervisor that "
+                "started it; a job not clearly above that is known only to have peaked at most "
+                "this high.")
+
+
 def _jobs_table(night: Night) -> Iterable[str]:
     yield ("<h2>Every job</h2><table><tr><th class=\"num\">#</th><th>job</th><th>module</th>"
            "<th>outcome</th><th>started</th><th class=\"num\">took</th><th class=\"num\">tries</th>"
@@ -211,8 +271,11 @@ def _jobs_table(night: Night) -> Iterable[str]:
                f"<td>{escape(_clock_time(job.started))}</td>"
                f"<td class=\"num\">{escape(duration(job.duration_s))}</td>"
                f"<td class=\"num\">{job.attempts or 0}</td>"
-               f"<td class=\"num\">{_size(f.peak_rss_bytes)}</td></tr>")
+               f"<td class=\"num\">{escape(_peak(f))}</td></tr>")
     yield "</table>"
+    if any(f.peak_rss_bytes is None and f.peak_rss_at_most_bytes is not None for f in night.jobs):
+        yield f'<p class="note">{escape(AT_MOST_NOTE)}</p>'
+
 
 
 def _part_head(f: JobFacts, what: str, where: str, problem: str) -> Iterable[str]:
@@ -224,6 +287,27 @@ def _part_head(f: JobFacts, what: str, where: str, problem: str) -> Iterable[str
         yield f'<p class="problem">This run could not be fully read: {escape(problem)}</p>'
 
 
+#: columns of the Run Report's text panel on the page: its tables fit; a longer line (the
+#: panel's ``note``) is wrapped under its own text, never cut behind a scrollbar or in print
+PANEL_COLUMNS = 100
+_LABELLED = re.compile(r"^(\s*\S+(?: \S+)?\s{2,})\S")
+
+
+def _wrapped(panel: str, width: int = PANEL_COLUMNS) -> str:
+    """The panel with each line longer than ``width`` wrapped, its continuation lines aligned
+    under the line's own text (after its label: ``note        blocks waited…``)."""
+    out = []
+    for line in panel.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        label = _LABELLED.match(line)
+        indent = " " * (len(label.group(1)) if label else len(line) - len(line.lstrip()))
+        out.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=True,
+                                 break_on_hyphens=False, drop_whitespace=True) or [line])
+    return "\n".join(out)
+
+
 def _blockwise(night: Night) -> Iterable[str]:
     parts = [f for f in night.jobs if f.blockwise is not None]
     if not parts:
@@ -233,7 +317,7 @@ def _blockwise(night: Night) -> Iterable[str]:
         bw = f.blockwise
         yield from _part_head(f, "Tracking store", bw.store, bw.problem)
         if bw.panel:
-            yield f"<pre>{escape(bw.panel)}</pre>"
+            yield f"<pre>{escape(_wrapped(bw.panel))}</pre>"
         if bw.series:
             for n, chart in enumerate(block_charts(bw.series)):
                 yield svg.render(chart, f"b{f.index}-{n}")

@@ -23,6 +23,8 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 
 WIDTH, HEIGHT = 640, 240
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 12, 28, 40
+#: the right margin of a chart with a right-hand scale: room for its ticks and its label
+_RIGHT2 = 56
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Line:
     colour: int = 0
     dashed: bool = False
     points_only: bool = False
+    #: drawn against the chart's right-hand scale (``Chart.y2_label``): a series a few per
+    #: cent of the others (idle beside compute) would be a flat line on theirs
+    right: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Chart:
     note: str = ""
     legend: bool = True
     extra: dict = field(default_factory=dict)
+    #: the right-hand scale's label, for the lines with ``right`` set
+    y2_label: str = ""
 
 
 def thin(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +114,16 @@ def _n(value: float) -> str:
     return f"{value:.1f}"
 
 
+def _finite(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([a[np.isfinite(a)] for a in arrays] or [np.empty(0)])
+
+
+def _span(values: np.ndarray) -> tuple[float, float]:
+    """A scale's range: from 0 (or below, for negative values) to the highest value."""
+    lo, hi = min(0.0, float(values.min())), float(values.max())
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
 def render(chart: Chart, ident: str = "c") -> str:
     """The chart as one ``<figure>`` holding an ``<svg>`` (or its ``empty`` sentence).
 
@@ -118,23 +135,26 @@ def render(chart: Chart, ident: str = "c") -> str:
         return f'<figure class="chart empty"><figcaption>{title}</figcaption><p>{why}</p></figure>'
     lines = [(ln, *thin(np.asarray(ln.x, float), np.asarray(ln.y, float))) for ln in chart.lines]
     xs = np.concatenate([x[np.isfinite(x)] for _, x, _ in lines] or [np.zeros(1)])
-    ys = np.concatenate([y[np.isfinite(y)] for _, _, y in lines] or [np.zeros(1)])
+    has_right = any(ln.right for ln, _, _ in lines) and not all(ln.right for ln, _, _ in lines)
+    ys = _finite([y for ln, _, y in lines if not (has_right and ln.right)])
+    ys2 = _finite([y for ln, _, y in lines if has_right and ln.right])
     if xs.size == 0 or ys.size == 0:
         return (f'<figure class="chart empty"><figcaption>{title}</figcaption>'
                 f"<p>no finite values were recorded</p></figure>")
     x0, x1 = float(xs.min()), float(xs.max())
-    y0, y1 = min(0.0, float(ys.min())), float(ys.max())
     if x1 <= x0:
         x1 = x0 + 1.0
-    if y1 <= y0:
-        y1 = y0 + 1.0
-    pw, ph = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+    y0, y1 = _span(ys)
+    z0, z1 = _span(ys2) if ys2.size else (0.0, 1.0)
+    pw = WIDTH - _LEFT - (_RIGHT2 if has_right else _RIGHT)
+    ph = HEIGHT - _TOP - _BOTTOM
 
     def px(v: np.ndarray) -> np.ndarray:
         return _LEFT + (v - x0) / (x1 - x0) * pw
 
-    def py(v: np.ndarray) -> np.ndarray:
-        return _TOP + ph - (v - y0) / (y1 - y0) * ph
+    def py(v: np.ndarray, right: bool = False) -> np.ndarray:
+        lo, hi = (z0, z1) if right else (y0, y1)
+        return _TOP + ph - (v - lo) / (hi - lo) * ph
 
     out = [f'<figure class="chart"><figcaption>{title}</figcaption>',
            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
@@ -147,6 +167,12 @@ def render(chart: Chart, ident: str = "c") -> str:
         out.append(f'<line x1="{_LEFT}" x2="{_LEFT + pw}" y1="{_n(yy)}" y2="{_n(yy)}" '
                    f'stroke="#eee"/><text x="{_LEFT - 4}" y="{_n(yy + 4)}" '
                    f'text-anchor="end">{_fmt(t)}</text>')
+    if has_right:  # its own ticks, outside the plot on the right, no grid of their own
+        for t in _nice_ticks(z0, z1):
+            yy = float(py(np.asarray(t), right=True))
+            out.append(f'<text x="{_LEFT + pw + 4}" y="{_n(yy + 4)}">{_fmt(t)}</text>')
+        out.append(f'<text transform="translate({WIDTH - 8} {_TOP + ph / 2:.0f}) rotate(90)" '
+                   f'text-anchor="middle">{escape(chart.y2_label)}</text>')
     for t in _nice_ticks(x0, x1):
         xx = float(px(np.asarray(t)))
         out.append(f'<text x="{_n(xx)}" y="{_TOP + ph + 14}" text-anchor="middle">{_fmt(t)}</text>')
@@ -159,12 +185,13 @@ def render(chart: Chart, ident: str = "c") -> str:
         ok = np.isfinite(x) & np.isfinite(y)
         colour = PALETTE[line.colour % len(PALETTE)]
         name = escape(line.name)
+        ys_px = py(y[ok], right=has_right and line.right)
         if line.points_only:
             dots = "".join(f'<circle cx="{_n(a)}" cy="{_n(b)}" r="1.6"/>'
-                           for a, b in zip(px(x[ok]), py(y[ok])))
+                           for a, b in zip(px(x[ok]), ys_px))
             out.append(f'<g fill="{colour}"><title>{name}</title>{dots}</g>')
             continue
-        pts = " ".join(f"{_n(a)},{_n(b)}" for a, b in zip(px(x[ok]), py(y[ok])))
+        pts = " ".join(f"{_n(a)},{_n(b)}" for a, b in zip(px(x[ok]), ys_px))
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} '
                    f'points="{pts}"><title>{name}</title></polyline>')
@@ -183,28 +210,56 @@ def render(chart: Chart, ident: str = "c") -> str:
     return "".join(out).replace("{clip}", f"clip-{escape(ident)}")
 
 
+#: the height of one lane of the timeline's mark labels, and a label's width per character
+_MARK_LANE, _CHAR_W = 12, 5.6
+
+
+def _lanes(xs: Sequence[float], labels: Sequence[str]) -> list[int]:
+    """The lane (row) of each mark's label, so no two labels overlap: the first lane that is
+    free where the label goes, labels taken left to right."""
+    ends: list[float] = []  # per lane, where its last label ends
+    lanes = []
+    for x, label in zip(xs, labels):
+        half = len(label) * _CHAR_W / 2 + 3
+        lane = next((i for i, end in enumerate(ends) if end <= x - half), len(ends))
+        if lane == len(ends):
+            ends.append(0.0)
+        ends[lane] = x + half
+        lanes.append(lane)
+    return lanes
+
+
 def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float, end: float,
-             colours: dict[str, str], marks: Sequence[tuple[float, str]] = ()) -> str:
+             colours: dict[str, str], marks: Sequence[tuple] = ()) -> str:
     """One horizontal bar per job: ``(label, t0, t1, outcome, mark)`` in seconds since epoch.
 
-    ``mark`` (``"resumed"``, ``"retried ×2"``…) is written after the bar, so a
-    job the night had to take twice is seen at a glance.
+    ``mark`` (``"attempt 2"``…) is written after the bar, so a job the night
+    had to take twice is seen at a glance.  ``marks`` are the night's runner
+    turns, ``(time, label[, colour])`` in time order (a death and resume, a
+    stop, a resume): each a dashed line across the night with its label in a
+    strip above the bars, in as many lanes as keep the labels apart, so no
+    label covers a bar or another label.
     """
     if not bars or end <= start:
         return '<p class="note">No job has started yet: there is no timeline to draw.</p>'
     row, label_w, width = 16, 150, WIDTH
     shown = list(bars)[:400]
-    height = row * len(shown) + 30
     span = end - start
     plot = width - label_w - 80
 
     def px(t: float) -> float:
         return label_w + (t - start) / span * plot
 
+    drawn = [(float(m[0]), str(m[1]), m[2] if len(m) > 2 else "#c62828") for m in marks
+             if start <= m[0] <= end]
+    lanes = _lanes([px(t) for t, _, _ in drawn], [label for _, label, _ in drawn])
+    top = (max(lanes) + 1) * _MARK_LANE + 4 if drawn else 0
+    bottom = top + 4 + len(shown) * row
+    height = bottom + 26
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
            f'width="{width}" height="{height}" role="img" aria-label="timeline of the night">']
     for i, (label, t0, t1, outcome, mark) in enumerate(shown):
-        y = 4 + i * row
+        y = top + 4 + i * row
         colour = colours.get(outcome, "#999")
         a, b = px(t0), px(max(t1, t0))
         out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{escape(label[:24])}'
@@ -213,17 +268,18 @@ def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float
                    f'fill="{colour}"><title>{escape(label)}: {escape(outcome)}</title></rect>')
         if mark:
             out.append(f'<text x="{_n(b + 4)}" y="{y + 11}">{escape(mark)}</text>')
-    for t, label in marks:  # a resume after a crash: a line across the night
-        if start <= t <= end:
-            x = _n(px(t))
-            out.append(f'<line x1="{x}" x2="{x}" y1="0" y2="{4 + len(shown) * row}" '
-                       f'stroke="#c62828" stroke-dasharray="3 2"><title>{escape(label)}</title>'
-                       f'</line><text x="{x}" y="{4 + len(shown) * row + 2}" fill="#c62828" '
-                       f'text-anchor="middle">{escape(label)}</text>')
-    axis_y = 4 + len(shown) * row + 14
-    for t in _nice_ticks(0.0, span):
+    for (t, label, colour), lane in zip(drawn, lanes):
+        x = _n(px(t))
+        out.append(f'<line x1="{x}" x2="{x}" y1="{(lane + 1) * _MARK_LANE + 1}" y2="{bottom}" '
+                   f'stroke="{colour}" stroke-dasharray="3 2"><title>{escape(label)}</title>'
+                   f'</line><text x="{x}" y="{(lane + 1) * _MARK_LANE - 2}" fill="{colour}" '
+                   f'text-anchor="middle">{escape(label)}</text>')
+    axis_y = bottom + 14
+    ticks = _nice_ticks(0.0, span)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else span
+    for t in ticks:
         out.append(f'<text x="{_n(px(start + t))}" y="{axis_y}" text-anchor="middle">'
-                   f"{_clock(t)}</text>")
+                   f"{_clock(t, step)}</text>")
     out.append("</svg>")
     if len(bars) > len(shown):
         out.append(f'<p class="note">{len(bars) - len(shown)} more jobs are not drawn; '
@@ -231,7 +287,13 @@ def timeline(bars: Sequence[tuple[str, float, float, str, str]], *, start: float
     return "".join(out)
 
 
-def _clock(seconds: float) -> str:
+def _clock(seconds: float, step: float = 60.0) -> str:
+    """A tick of the night's clock (``+3:20``); in seconds when the ticks are less than a
+    minute apart (``+12s``, ``+0.5s``), so a short night's ticks are not all ``+0:00``."""
+    if step < 1.0:
+        return f"+{seconds:.1f}s"
+    if step < 60.0 and seconds < 60.0:
+        return f"+{seconds:.0f}s"
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)

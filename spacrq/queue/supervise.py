@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -179,20 +180,76 @@ def _ended_within(pid: int, seconds: float) -> bool:
         os.close(fd)
 
 
-def _wait(popen: subprocess.Popen) -> tuple[int, int | None]:
-    """``(exit code, peak resident memory in bytes)`` of the job once it ended.
+#: the kernel's resident-memory figures are approximate (per-CPU counters, a few hundred KiB
+#: on a small machine): a job is told exactly only when it is clearly above this supervisor
+SLACK_KIB = 1024
+#: this supervisor's own high-water mark as last read (KiB); 0 before the first look
+_own_seen_kib = 0
 
-    ``wait4`` gives the job's resource use with its exit status: its peak
-    memory (and that of any child it waited for) is what the morning report
-    shows per job, measured by the kernel rather than sampled.
+
+def _own_hwm_kib() -> int:
+    """This supervisor's own high-water resident memory (``VmHWM``, KiB), or 0 when unknown.
+
+    Unlike ``getrusage`` it leaves out the peak of whoever started this
+    process (the runner's, folded in at this process's own exec).  Read only
+    for a job whose figure lies between the two, never while a job runs.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            data = status.read()
+        at = data.index(b"VmHWM:") + 6
+        return int(data[at:data.index(b"kB", at)])
+    except (OSError, ValueError):
+        return 0
+
+
+def _peak_of(kib: int) -> dict:
+    """What a job's ``ru_maxrss`` (``kib``) tells of its peak memory, for its exit record.
+
+    Linux folds into a process's ``ru_maxrss``, when it execs, the high-water
+    mark of the memory it ran in before: a job started by vfork (posix_spawn,
+    Popen) ran in this supervisor's memory until its exec, so a job that stays
+    smaller than this supervisor (``sleep``, ``true``, a shell script) is
+    given this supervisor's peak, never its own.  So the figure is told as the
+    job's (``peak_rss_bytes``) only when it is clearly above this process's
+    high-water mark, read after the job ended (it only ever grows, so it
+    covers the moment the job was started); otherwise the job's peak is known
+    only to be at most the figure (``peak_rss_at_most_bytes``, with
+    ``peak_rss_bytes`` null, which older readers take as "not measured").
+
+    ``getrusage`` (a microsecond) settles it for most jobs; it also holds the
+    runner's peak when the runner was larger when it started this process, so
+    a job between the two is settled by this process's own ``VmHWM``, looked
+    at only when such a job ended above the last look.  A job no bigger than
+    this process was (``true``) costs no look.
+    """
+    global _own_seen_kib
+    if kib <= 0:
+        return {"peak_rss_bytes": None}
+    exact = {"peak_rss_bytes": kib * 1024}
+    if kib > resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + SLACK_KIB:
+        return exact
+    if kib > _own_seen_kib + SLACK_KIB:
+        own = _own_hwm_kib()
+        _own_seen_kib = max(_own_seen_kib, own)
+        if own and kib > own + SLACK_KIB:
+            return exact
+    return {"peak_rss_bytes": None, "peak_rss_at_most_bytes": kib * 1024}
+
+
+def _wait(popen: subprocess.Popen) -> tuple[int, dict]:
+    """``(exit code, what is known of the job's peak memory)`` once the job ended.
+
+    ``wait4`` gives the job's resource use with its exit status, measured by
+    the kernel rather than sampled: the morning report shows its peak memory
+    (and that of any child it waited for) per job, as :func:`_peak_of` tells it.
     """
     try:
         _, status, usage = os.wait4(popen.pid, 0)
     except ChildProcessError:
-        return popen.wait(), None
+        return popen.wait(), {"peak_rss_bytes": None}
     popen.returncode = os.waitstatus_to_exitcode(status)
-    peak = int(usage.ru_maxrss) * 1024 if usage.ru_maxrss > 0 else None  # Linux: kilobytes
-    return popen.returncode, peak
+    return popen.returncode, _peak_of(int(usage.ru_maxrss))  # Linux: KiB
 
 
 class _Env:
@@ -347,7 +404,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         early = code == 0 and not orphaned and not _group_exists(popen.pid)
         if early:
             _answer(out, answer)
-        _record(record, dict(base, exit_code=code, finished=finished, peak_rss_bytes=peak),
+        _record(record, dict(base, exit_code=code, finished=finished, **peak),
                 orphaned, record_fd)
     finally:
         if record_fd >= 0:

@@ -26,6 +26,7 @@ from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtWidgets import QGridLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from spacrq.blockwise.report_format import format_seconds
+from spacrq.blockwise.watch_series import memory_unit
 from spacrq.ui.qt_lifetime import adopt_plot_orphans
 
 #: the first ten workers' colours (matplotlib's tab10, told apart by most eyes, with its grey
@@ -172,7 +173,8 @@ class LiveCharts(QWidget):
         self.wall_plot.setLabel("left", "wall", units="s")
         self.wall_plot.setLabel("bottom", "completion order")
         self.rss_plot.setTitle("peak RSS per block")
-        self.rss_plot.setLabel("left", "peak RSS", units="B")
+        self._rss_unit = ""
+        self._set_rss_unit("MiB", 2.0**20)
         self.rss_plot.setLabel("bottom", "completion order")
         for plot in (self.workers_plot, self.rate_plot, self.wall_plot, self.rss_plot):
             plot.showGrid(x=True, y=True, alpha=0.25)
@@ -339,8 +341,27 @@ class LiveCharts(QWidget):
         self.rate_curve.setData(x, y, skipFiniteCheck=True)
         _say(self.words["rate"], "" if len(x) else "no completion recorded yet")
 
+    def _set_rss_unit(self, unit: str, size: float) -> None:
+        """Label the peak-RSS axis in the tables' binary unit (MiB/GiB), never an SI prefix.
+
+        The series stay in bytes; the axis draws them scaled, so its ticks read
+        as the tables do ("max 49.0 MiB" is 49 here, not pyqtgraph's 51.3 MB).
+        Relabelled only when the unit changes: a new label re-lays out the plot.
+        """
+        if unit == self._rss_unit:
+            return
+        axis = self.rss_plot.getAxis("left")
+        axis.enableAutoSIPrefix(False)
+        axis.setScale(1.0 / size)
+        self.rss_plot.setLabel("left", f"peak RSS ({unit})")
+        self._rss_unit = unit
+
     def _draw_rss(self, charts: dict) -> None:
-        self.rss_curve.setData(*charts["rss"], skipFiniteCheck=True)
+        x, y = charts["rss"]
+        y = np.asarray(y, dtype=np.float64)
+        finite = y[np.isfinite(y)] if y.size else y
+        self._set_rss_unit(*memory_unit(float(np.abs(finite).max()) if finite.size else None))
+        self.rss_curve.setData(x, y, skipFiniteCheck=True)
         measured = charts.get("rss_measured", charts.get("measured"))
         _retitle(self.rss_plot, "peak RSS per block" if measured else "peak RSS per block — not measured")
         _say(self.words["rss"], "" if measured else NOT_MEASURED_PLOT)

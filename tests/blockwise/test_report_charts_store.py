@@ -176,3 +176,20 @@ def test_the_last_report_charts_only_its_own_blocks_while_a_newer_run_goes(works
     watcher = ReportWatcher(workspace.runs)
     detail = look(watcher, str(run.dir.resolve()), 0).detail
     assert not detail.live and detail.charts["blocks"] == 8
+
+
+def test_a_jobs_run_is_charted_from_the_runs_own_start(workspace):
+    """The morning report knows when a job ran; :func:`run_window` gives it the run's own start
+    (the Run Report's zero), the next run's start as its end, and for a run that never wrote its
+    report line (killed) the start its progress snapshot names."""
+    from spacrq.blockwise.watch_charts import run_window
+    run, first = _finished(workspace, blocks=12, workers=2)
+    job_start = first.started_at - 0.7  # the job's interpreter and imports came first
+    assert run_window(run.dir, job_start - 1.0, first.finished_at + 1.0) == \
+        (first.started_at, first.finished_at + 1.0)
+    run.started_at = first.finished_at + 5.0  # a second run (another job), killed before its line
+    run.publish()
+    assert run_window(run.dir, job_start - 1.0, first.finished_at + 1.0) == \
+        (first.started_at, run.started_at)  # the first job's run ends where the next began
+    assert run_window(run.dir, run.started_at - 1.5, None) == (run.started_at, None)
+    assert run_window(run.dir, first.finished_at + 100, None) == (first.finished_at + 100, None)

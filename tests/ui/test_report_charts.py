@@ -99,7 +99,7 @@ def _snapshot(version: int, scale: float) -> dict:
     y = x * scale
     return {"version": version, "run_id": "r", "source": "store", "blocks": 50, "measured": True,
             "rss_measured": True, "idle_measured": True, "missed": 0, "slowest": "",
-            "wall": (x, y), "rss": (x, y), "rate": (x, y), "trend": (x[:2], y[:2]),
+            "wall": (x, y), "rss": (x, y * 2**20), "rate": (x, y), "trend": (x[:2], y[:2]),
             "trend_slope_ms": 0.0, "compute": {0: (x, y)}, "idle": {0: (x, y / 50)}}
 
 
@@ -122,8 +122,33 @@ def test_new_figures_never_re_lay_out_the_plots(qtbot):
     qtbot.waitUntil(lambda: charts.point_counts()["rss"] == 50, timeout=WAIT)
     first = boxes()
     charts.show_charts(_snapshot(2, 0.5))  # one-digit ticks: shorter text
-    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 5.0, timeout=WAIT)
+    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 5.0 * 2**20, timeout=WAIT)
     assert boxes() == first
     charts.show_charts(_snapshot(3, 3.0))
-    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 30.0, timeout=WAIT)
+    qtbot.waitUntil(lambda: float(charts.rss_curve.getData()[1][-1]) == 30.0 * 2**20, timeout=WAIT)
     assert boxes() == first
+
+
+def test_the_peak_rss_axis_reads_in_the_tables_binary_units(qtbot):
+    """The tables say "max 49.0 MiB": the axis says 49 (MiB), not pyqtgraph's SI 51.3 MB;
+    a run whose blocks peak above 1 GiB is drawn in GiB, as the tables write it."""
+    from spacrq.blockwise.report_format import format_bytes
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    snap = _snapshot(1, 1.0)
+    x = snap["rss"][0]
+    snap["rss"] = (x, np.linspace(20, 49, x.size) * 2**20)  # bytes, as both sources give them
+    charts.show_charts(snap)
+    qtbot.waitUntil(lambda: charts.point_counts()["rss"] == 50, timeout=WAIT)
+    axis = charts.rss_plot.getAxis("left")
+    assert format_bytes(snap["rss"][1].max()) == "49.0 MiB"
+    assert axis.labelText == "peak RSS (MiB)" and axis.labelUnits == "" and not axis.autoSIPrefix
+    charts.rss_plot.vb.autoRange(padding=0)
+    top = max(axis.range) * axis.scale  # what the ticks read at the top of the axis
+    assert abs(top - 49.0) < 0.01, top
+    snap = dict(_snapshot(2, 1.0), rss=(x, np.linspace(1, 3, x.size) * 2**30))
+    charts.show_charts(snap)
+    qtbot.waitUntil(lambda: charts.point_counts()["rss"] == 50
+                    and axis.labelText == "peak RSS (GiB)", timeout=WAIT)
+    charts.rss_plot.vb.autoRange(padding=0)
+    assert abs(max(axis.range) * axis.scale - 3.0) < 0.01
