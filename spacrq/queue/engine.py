@@ -285,8 +285,8 @@ class _Run:
                                       before=before, folders=folders, ready=ready), "", ""
         except (JobCancelled, KeyboardInterrupt):
             raise
-        except JobTimeout as exc:
-            return -1, "Timeout", str(exc)
+        except JobTimeout as exc:  # the code it ended with once stopped (-1: not heard)
+            return (-1 if exc.code is None else exc.code), "Timeout", str(exc)
         except JobNotStarted as exc:
             return 127, "NotStarted", str(exc)
         except SupervisorLost as exc:

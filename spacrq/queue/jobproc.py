@@ -40,7 +40,12 @@ IDLE_AFTER = 0.2
 
 
 class JobTimeout(Exception):
-    """The job ran past its timeout and was stopped."""
+    """The job ran past its timeout and was stopped; ``code``: its exit code as its
+    supervisor saw it end (None when that was not heard within a moment)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class JobCancelled(Exception):
@@ -437,8 +442,10 @@ class ProcessRunner:
                 outcome = stop_group(ref.pid, grace, started=ref.started)
                 _log(log_path, f"\n# timeout: still running after {job.timeout:g}s; the job's "
                                f"processes were {outcome}\n")
+                end = self._next(job, attempt, 2.0)  # its exit code, as the supervisor saw it
                 raise JobTimeout(f"still running after its timeout of {job.timeout:g}s; "
-                                 f"stopped ({outcome})")
+                                 f"stopped ({outcome})",
+                                 code=int(end["exit"]) if end and "exit" in end else None)
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()

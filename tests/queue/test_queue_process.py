@@ -75,6 +75,8 @@ def test_a_job_that_never_ends_is_stopped_at_its_timeout(tmp_path):
     assert queue.jobs[0].status == "failed" and queue.jobs[0].failure_kind == "Timeout"
     assert queue.jobs[1].status == "success"
     assert "timeout" in Path(queue.jobs[0].log_path).read_text()
+    # the code it really ended with (sh -c 'sleep 60' dies of the SIGTERM), not a made-up -1
+    assert queue.jobs[0].exit_code == -15 and "(exit code -15;" in queue.jobs[0].error
 
 
 def test_a_second_runner_on_the_same_file_is_refused_naming_the_first(tmp_path):
