@@ -245,7 +245,11 @@ class _Run:
         if ready is None:
             return
         spec, settings, settings_path = ready
+        before_this = job.started  # a run of this job that was stopped, or lost with its runner
         job.log_path = os.path.join(self._root, f"{i:0{self.width}d}_{job.id}.log")
+        if before_this and os.path.isfile(job.log_path):
+            adopt.note(job, f"# spacrq: the job runs again from its start (its run of "
+                            f"{before_this} did not finish); what follows is the new run")
         job.attempts, job.run_status = 0, None
         folders = spec.output_folders(settings)
         before = snapshot(folders) if folders else {}

@@ -114,6 +114,28 @@ def test_stop_finishes_the_running_job_and_leaves_the_rest_not_run(tmp_path):
     assert runner_state(path)["state"] == "stopped"
 
 
+def test_an_aborted_job_run_again_says_in_its_log_where_the_new_run_begins(tmp_path):
+    """The log of a job aborted and resumed read as two 'attempt 1' runs with nothing
+    between them: the second run now begins with a line saying what happened."""
+    from spacrq.queue import resume_queue
+    queue, path = _save(tmp_path, _sh("slow", f"echo $$ >> {tmp_path}/pids; "
+                                              f"while [ ! -e {tmp_path}/go ]; do sleep 0.02; done"))
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: pid_in(tmp_path / "pids"), what="the job to start")
+        request_stop(path, now=True)
+    finally:
+        reap(ref.pid, 30)
+    first = load_queue(path).jobs[0]
+    assert first.status == "not_run" and first.started
+    (tmp_path / "go").write_text("")
+    assert resume_queue(path).ok
+    log = Path(load_queue(path).jobs[0].log_path).read_text()
+    note = f"# spacrq: the job runs again from its start (its run of {first.started} did not finish)"
+    assert log.count("# spacrq job slow") == 2 and note in log
+    assert log.index("aborted by the operator") < log.index(note) < log.rindex("# spacrq job slow")
+
+
 def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkeypatch):
     monkeypatch.setenv("SPACRQ_GRACE", "0.5")
     out = tmp_path / "out"
