@@ -119,11 +119,23 @@ def wait_for_end(job: Job, record: Record, control: Control | None,
             outcome = stop_group(ref.pid, grace, started=ref.started)
             note(job, f"# timeout: still running after {job.timeout:g}s; the job's processes "
                       f"were {outcome}")
-            return "timeout", now
+            return "timeout", _ended_record(job, now)
         if heartbeat is not None and time.monotonic() - beat >= 2.0:
             beat = time.monotonic()
             heartbeat()
         time.sleep(0.05)
+
+
+def _ended_record(job: Job, record: Record, within: float = 2.0) -> Record:
+    """The job's record once its supervisor wrote how the stopped job ended (within a
+    moment), else ``record`` as it was."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        now = examine(job)
+        if now.state == FINISHED:
+            return now
+        time.sleep(0.02)
+    return record
 
 
 def note(job: Job, text: str) -> None:

@@ -383,8 +383,9 @@ class _Run:
                                              grace_seconds())
             if how == "aborted":
                 return self._cancelled(i, job)
-            if how == "timeout":
-                return self._failed(i, job, -1, "Timeout", f"still running after its timeout "
+            if how == "timeout":  # the code it ended with once stopped (-1: not recorded)
+                code = record.exit_code if record.exit_code is not None else -1
+                return self._failed(i, job, code, "Timeout", f"still running after its timeout "
                                     f"of {job.timeout:g}s; stopped")
         if record.state == adopt.FINISHED:
             return self._record_end(i, job, record, adopted=adopted)

@@ -183,6 +183,24 @@ def test_status_says_a_stop_is_asked_and_what_a_job_left_running_will_become(tmp
         wait_until(lambda: not is_alive(pid), what="the job to end")
 
 
+def test_an_adopted_job_is_stopped_at_its_timeout_and_recorded_with_its_real_end(tmp_path):
+    job = Job(module="command", id="plate", cwd=str(tmp_path), timeout=1.5, settings={"argv": [
+        "sh", "-c", "echo $$ > plate.pid; while [ ! -e go ]; do sleep 0.02; done"]})
+    path = _queue(tmp_path, [job])
+    ref = start_runner(path)
+    pid = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+    os.kill(ref.pid, signal.SIGKILL)
+    reap(ref.pid)
+    try:
+        result = resume_queue(path)
+    finally:
+        (tmp_path / "go").write_text("")
+    plate = load_queue(path).jobs[0]
+    assert not result.ok and not is_alive(pid)
+    assert (plate.status, plate.failure_kind, plate.exit_code) == ("failed", "Timeout", -15)
+    assert "# timeout: still running after 1.5s" in Path(plate.log_path).read_text()
+
+
 def test_a_job_whose_outcome_is_unknown_runs_again_and_its_log_says_why(tmp_path):
     path = _queue(tmp_path, [Job(module="command", id="a", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> a.runs"]})])
