@@ -217,8 +217,8 @@ class Job:
             src = self.settings.get("src")
             argv = self.settings.get("argv")
             if not src and self.module == "command" and isinstance(argv, list) and argv:
-                words = [str(a) for a in argv[:4]]
-                label = shlex.join(words) + (" …" if len(argv) > 4 else "")
+                words = [_typed(str(a)) for a in argv[:4]]
+                label = " ".join(words) + (" …" if len(argv) > 4 else "")
                 return label if len(label) <= 80 else label[:79] + "…"
             target = str(src) if src else ""
         elif self.settings:
@@ -352,6 +352,15 @@ class Job:
         if "id" not in changes:
             clone.id = ""
         return clone
+
+
+def _typed(word: str) -> str:
+    """``word`` quoted as a person would type it: in double quotes when it holds single
+    quotes and nothing a shell reads inside double quotes, else as :func:`shlex.quote`."""
+    quoted = shlex.quote(word)
+    if quoted != word and "'" in word and not any(c in word for c in '"$`\\!'):
+        return f'"{word}"'
+    return quoted
 
 
 def refusal_of(job: Job, errors: list[Problem]) -> str:

@@ -112,3 +112,14 @@ def test_round_trip_keeps_spacrq_fields(tmp_path):
 
 def test_overrides_as_a_mapping_are_normalised():
     assert Job(module="x", overrides={"a": 1, "b": "c"}).override_args == ["a=1", "b=c"]
+
+
+@pytest.mark.parametrize("argv, label", [
+    (["sleep", "2"], "sleep 2"),  # not "command sleep 2"
+    (["echo", "a b"], "echo 'a b'"),
+    (["python", "-c", "print('last')"], "python -c \"print('last')\""),  # as a person types it
+    (["sh", "-c", "echo $HOME; it's"], "sh -c 'echo $HOME; it'\"'\"'s'"),  # still exact
+    (["a", "b", "c", "d", "e"], "a b c d …"),
+])
+def test_a_command_jobs_default_label_is_its_program_as_typed(argv, label):
+    assert Job(module="command", settings={"argv": argv}).default_label() == label
