@@ -211,7 +211,7 @@ def render(chart: Chart, ident: str = "c") -> str:
 
 
 #: the height of one lane of the timeline's mark labels, and a label's width per character
-_MARK_LANE, _CHAR_W = 12, 5.6
+_MARK_LANE, _CHAR_W = 12, 6.2  # (10px sans: DejaVu Sans, the widest usual one, is ~6px a letter)
 
 
 def _lanes(xs: Sequence[float], labels: Sequence[str]) -> list[int]:
