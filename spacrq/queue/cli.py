@@ -45,9 +45,9 @@ def _load(path: str) -> Queue:
     return queue
 
 
-def _edit(path: str, change, create: Queue | None = None) -> Queue:
+def _edit(path: str, change, create: Queue | None = None, landed=None) -> Queue:
     try:
-        return edit_queue(path, change, create=create)
+        return edit_queue(path, change, create=create, landed=landed)
     except QueueError as exc:
         raise CliError(str(exc)) from None
 
@@ -119,7 +119,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         add_checked(queue, job)
         held.append(runner_holds(logs_dir(path)))
 
-    queue = _edit(path, add, create=Queue(name=Path(path).name.split(".")[0] or "queue"))
+    queue = _edit(path, add, create=Queue(name=Path(path).name.split(".")[0] or "queue"),
+                  landed=lambda q: any(j.id == job.id for j in q.jobs))
     for warning in queue.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     tail = ("; the queue is running: its runner takes the job in and runs it after the jobs "

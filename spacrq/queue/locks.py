@@ -43,45 +43,118 @@ def _open(file: Path) -> int:
                          "folder writable") from None
 
 
+def _names(fd: int, path: str) -> bool:
+    """Whether ``path`` is the file open as ``fd``."""
+    try:
+        mine, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
+
+
+def _flock_until(fd: int, deadline: float) -> bool:
+    """Take ``fd``'s exclusive flock, waiting until ``deadline``; False when it did not come."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+
+
+def _open_folder(folder: str) -> int:
+    """The logs folder, opened to be locked; -1 where folders cannot be (NFS emulates flock
+    with write locks, which a folder cannot take): the lock file alone is the lock there."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (can it be locked at all?)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        pass  # it can: somebody holds it
+    except OSError:
+        os.close(fd)
+        return -1
+    return fd
+
+
 class EditLock:
-    """``with EditLock(folder):`` load, change and save the queue file, alone."""
+    """``with EditLock(folder):`` load, change and save the queue file, alone.
+
+    Two locks, taken in this order by every writer: the queue's logs folder
+    (a folder cannot be removed while it holds the queue's files, so nobody
+    can take the lock from under its holder) and the ``queue.lock`` file in
+    it (what older spacrq versions take, and the lock where folders cannot
+    be locked).  A lock file removed or replaced while a writer waited is
+    opened again; :meth:`held` tells a writer whether it was removed while
+    it held it.
+    """
 
     def __init__(self, folder: str | os.PathLike, wait: float = EDIT_WAIT) -> None:
         self.file = Path(folder) / EDIT_LOCK_FILE
+        self.folder = str(folder)
         self.wait = wait
         self.fd = -1
+        self.folder_fd = -1
 
     def __enter__(self) -> "EditLock":
-        fd = _open(self.file)
         deadline = time.monotonic() + self.wait
+        fd = _open(self.file)  # (makes the folder when it is missing)
+        if self.folder_fd < 0:
+            self.folder_fd = _open_folder(self.folder)
+        if self.folder_fd >= 0 and not _flock_until(self.folder_fd, deadline):
+            os.close(fd)
+            self._drop_folder()
+            raise self._busy()
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _flock_until(fd, deadline):
+                os.close(fd)
+                self._drop_folder()
+                raise self._busy()
+            if _names(fd, str(self.file)):
                 break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise QueueError(f"another process has been changing this queue for "
-                                     f"{self.wait:g}s ({self.file} is locked); nothing was "
-                                     "changed: try again in a moment") from None
-                time.sleep(0.002)
+            # the file was removed or replaced while we waited: the lock that counts is the
+            # one at its path now (everybody else takes that one)
+            os.close(fd)
+            fd = _open(self.file)
         self.fd = fd
         return self
+
+    def _busy(self) -> QueueError:
+        return QueueError(f"another process has been changing this queue for {self.wait:g}s "
+                          f"({self.file} is locked); nothing was changed: try again in a moment")
+
+    def held(self) -> bool:
+        """Whether the lock is still the lock at its path (nobody removed or replaced the
+        file, nor the folder, since it was taken)."""
+        if self.folder_fd >= 0:  # the folder's lock cannot be taken from under us
+            return _names(self.folder_fd, self.folder)
+        return self.fd >= 0 and _names(self.fd, str(self.file))
+
+    def _drop_folder(self) -> None:
+        if self.folder_fd >= 0:
+            os.close(self.folder_fd)
+            self.folder_fd = -1
 
     def __exit__(self, *exc: object) -> None:
         if self.fd >= 0:
             os.close(self.fd)  # closing drops the flock
             self.fd = -1
+        self._drop_folder()
 
 
 class HeldEditLock(EditLock):
-    """The runner's edit lock: the same lock, its file kept open between writes.
+    """The runner's edit lock: the same locks, their files kept open between writes.
 
     A small queue's runner takes the edit lock at every job; opening the lock
     file each time cost more than the flock itself.  Releasing unlocks and
-    keeps the descriptor; a lock file that was replaced meanwhile (another
-    inode at its path) is opened afresh, so the lock is always the one every
-    other writer takes.
+    keeps the descriptors; a lock file (or folder) that was replaced meanwhile
+    (another inode at its path) is opened afresh, so the lock is always the
+    one every other writer takes.
     """
 
     def __init__(self, folder: str | os.PathLike, wait: float = EDIT_WAIT) -> None:
@@ -89,39 +162,43 @@ class HeldEditLock(EditLock):
         self._name = str(self.file)
 
     def __enter__(self) -> "HeldEditLock":
-        if self.fd >= 0:
-            try:
-                current = os.stat(self._name).st_ino == os.fstat(self.fd).st_ino
-            except OSError:
-                current = False
-            if not current:
-                self.close()
+        if self.fd >= 0 and not (_names(self.fd, self._name)
+                                 and (self.folder_fd < 0 or _names(self.folder_fd, self.folder))):
+            self.close()
         if self.fd < 0:
             EditLock.__enter__(self)
             return self
         deadline = time.monotonic() + self.wait
-        while True:
+        if self.folder_fd >= 0 and not _flock_until(self.folder_fd, deadline):
+            raise self._busy()
+        if not _flock_until(self.fd, deadline):
+            self._unlock(self.folder_fd)
+            raise self._busy()
+        if _names(self.fd, self._name):
+            return self
+        self._unlock(self.fd)  # removed or replaced while we waited: take the one there now
+        self._unlock(self.folder_fd)
+        self.close()
+        EditLock.__enter__(self)
+        return self
+
+    @staticmethod
+    def _unlock(fd: int) -> None:
+        if fd >= 0:
             try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise QueueError(f"another process has been changing this queue for "
-                                     f"{self.wait:g}s ({self.file} is locked); nothing was "
-                                     "changed: try again in a moment") from None
-                time.sleep(0.002)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
 
     def __exit__(self, *exc: object) -> None:
-        if self.fd >= 0:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            except OSError:
-                self.close()
+        self._unlock(self.fd)
+        self._unlock(self.folder_fd)
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        self._drop_folder()
 
 
 class RunnerLock:

@@ -34,6 +34,7 @@ warning (journal), never a traceback.  The runner's side is
 """
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -166,25 +167,42 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
 file_key = file_stamp
 
 
-def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None) -> Queue:
+def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
+               landed=None) -> Queue:
     """Load → ``change(queue)`` → save, under the edit lock: no concurrent change is lost.
 
     ``create`` is the queue to start from when the file does not exist yet.
     While a runner holds the queue the change is still saved, and the runner
     takes the new jobs in at its next transition (see :mod:`spacrq.queue.persist`).
 
+    The lock is a file in the queue's logs folder, and a file can be removed
+    while it is held (a cleaning script, a hand): a second writer then locks a
+    new file and two changes overlap.  So the lock is checked once the file is
+    written: when it is no longer the lock at its path, the queue is read again
+    under the lock there now and, unless ``landed(queue)`` says the change is in
+    it, changed and written again — a change that could have been overwritten
+    is made again, never lost in silence.  Without ``landed`` the change is
+    taken to be one that may be made twice.
+
     :raises QueueError: the file cannot be read or written, or ``change`` refused.
     """
-    with edit_lock(path):
-        if create is not None and not Path(path).exists():
-            queue = create
-        else:
-            queue = load_queue(path)
-        change(queue)
-        try:
-            write_queue_file(queue, path)
-        except (OSError, RunFileError) as exc:
-            raise QueueError(f"could not write {path} "
-                             f"({getattr(exc, 'strerror', None) or exc}); nothing was "
-                             "changed: check that the folder exists and is writable") from None
-    return queue
+    for attempt in range(20):
+        with edit_lock(path) as lock:
+            if create is not None and not Path(path).exists():
+                queue = copy.deepcopy(create)
+            else:
+                queue = load_queue(path)
+            if attempt and landed is not None and landed(queue):
+                return queue  # it is in the file (nobody overwrote it)
+            change(queue)
+            try:
+                write_queue_file(queue, path)
+            except (OSError, RunFileError) as exc:
+                raise QueueError(f"could not write {path} "
+                                 f"({getattr(exc, 'strerror', None) or exc}); nothing was "
+                                 "changed: check that the folder exists and is writable") from None
+            if lock.held():  # held from load to the end of the write: nobody overlapped
+                return queue
+    raise QueueError(f"the queue's lock file {logs_dir(path) / 'queue.lock'} keeps being removed "
+                     f"while this change is made; {path} may not hold it: find what removes the "
+                     "lock file, then check the queue")

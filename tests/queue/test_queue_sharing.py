@@ -38,6 +38,39 @@ def test_two_processes_adding_a_hundred_jobs_each_leave_two_hundred(tmp_path):
     assert len(ids) == 200 and len(set(ids)) == 200
 
 
+REMOVER = """
+import os, sys, time
+lock, stop = sys.argv[1], sys.argv[2]
+while not os.path.exists(stop):
+    try:
+        os.unlink(lock)
+    except FileNotFoundError:
+        pass
+"""
+
+
+def test_adds_land_while_somebody_keeps_removing_the_lock_file(tmp_path):
+    """A lock file can be removed while it is held (a cleaning script): 90 adds that all said
+    'added' left 85 jobs.  The logs folder is locked too, and that cannot be taken away."""
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "seed", "--", "true"]) == 0
+    stop = tmp_path / "stop"
+    remover = subprocess.Popen([sys.executable, "-c", REMOVER,
+                                str(logs_dir(path) / "queue.lock"), str(stop)])
+    try:
+        adders = [subprocess.Popen([sys.executable, "-c", ADDER.replace("range(100)", "range(40)"),
+                                    str(path), tag], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE) for tag in ("a", "b", "c")]
+        for adder in adders:
+            _, err = adder.communicate(timeout=120)
+            assert adder.returncode == 0, err.decode()
+    finally:
+        stop.write_text("")
+        remover.wait(timeout=30)
+    ids = load_queue(path).ids
+    assert len(ids) == 121 and len(set(ids)) == 121
+
+
 def test_a_job_added_to_a_running_queue_is_taken_in_and_run(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "night.queue.json"
