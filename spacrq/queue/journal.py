@@ -39,6 +39,25 @@ _FIELD_OK = {
 assert set(_FIELD_OK) == set(RUN_FIELDS)
 
 
+def header_of(queue: Queue) -> dict:
+    """The journal's first line: which queue its transitions belong to (the queue's
+    ``created``, which no save changes), so they are never applied to another queue copied
+    over the file."""
+    return {"queue": queue.created, "name": queue.name}
+
+
+def is_header(record: Any) -> bool:
+    return isinstance(record, Mapping) and "queue" in record and "job" not in record
+
+
+def foreign(queue: Queue, header: Any) -> bool:
+    """Whether a journal whose first line is ``header`` was written for another queue than
+    ``queue`` (False when either cannot tell: a journal of an older spacrq, a hand-written
+    file that never said when it was created)."""
+    return (is_header(header) and isinstance(header.get("queue"), str)
+            and queue.created_in_file and header["queue"] != queue.created)
+
+
 def transition_problem(record: Any) -> str:
     """Why a journal line cannot be applied as it stands, or ``''``."""
     if not isinstance(record, Mapping):
@@ -108,7 +127,15 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
                              f"({exc.strerror or exc}); it holds the transitions since the "
                              "file was last written in full: put the journal back or move "
                              "what is in its place away, then run the command again") from None
+        if records and foreign(queue, records[0]):
+            queue.warnings.append(
+                f"the journal {journal} was written for another queue (created "
+                f"{records[0]['queue']}; this file's was created {queue.created}), so its "
+                "transitions were not applied: the file was replaced by another queue")
+            continue
         for record in records:
+            if is_header(record):
+                continue
             problem = transition_problem(record)
             if problem:
                 skipped, reason = skipped + 1, problem
@@ -172,13 +199,17 @@ class Journal:
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                            | getattr(os, "O_NOFOLLOW", 0), 0o644)
         self._unsynced = False
+        self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is
 
     def _append(self, record: dict, sync: bool = True) -> None:
         self.seq += 1
         record["seq"] = self.seq
         line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        if self._fresh:  # an empty journal's first line says whose transitions follow
+            line = orjson.dumps(header_of(self.queue)) + b"\n" + line
         self.queue.journal_seq = self.seq
         os.write(self._fd, line)
+        self._fresh = False
         self._unsynced = True
         if sync:
             self.flush()
@@ -207,6 +238,7 @@ class Journal:
         write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
         os.ftruncate(self._fd, 0)
         self._unsynced = False
+        self._fresh = True
 
     def close(self) -> None:
         if self._fd >= 0:

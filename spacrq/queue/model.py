@@ -416,6 +416,9 @@ class Queue:
     journal_seq: int = 0
     #: What loading the file skipped or could not do, one sentence each (never saved).
     warnings: list[str] = field(default_factory=list, compare=False, repr=False)
+    #: Whether ``created`` was read from the file (a hand-written one may not say: then it
+    #: is made up at every load, and cannot tell this queue from another).
+    created_in_file: bool = field(default=True, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -579,7 +582,8 @@ class Queue:
         queue = cls(jobs=[], created=text["created"] or now_iso(),
                     name=text["name"] or "queue", on_error=on_error,
                     max_consecutive_failures=mcf, notify_command=notify,
-                    stopped_reason=text["stopped_reason"], journal_seq=seq)
+                    stopped_reason=text["stopped_reason"], journal_seq=seq,
+                    created_in_file=bool(text["created"]))
         unreadable: list[str] = []  # every job entry that cannot be read, not only the first
         for at, entry in enumerate(raw_jobs, start=1):
             try:

@@ -201,6 +201,28 @@ def test_an_adopted_job_is_stopped_at_its_timeout_and_recorded_with_its_real_end
     assert "# timeout: still running after 1.5s" in Path(plate.log_path).read_text()
 
 
+def test_a_dead_runners_journal_is_never_applied_to_another_queue_copied_over_the_file(
+        tmp_path):
+    """The journal's transitions belong to the queue that wrote them: a different queue
+    copied over the file (same job ids) showed its jobs 'success' and never ran them."""
+    path = _queue(tmp_path, [_traced(f"j{i}", tmp_path, 0.3) for i in range(3)], name="q")
+    ref = start_runner(path)
+    wait_until(lambda: "end:j1" in _trace(tmp_path), what="two jobs to end")
+    os.kill(ref.pid, signal.SIGKILL)
+    reap(ref.pid)
+    other = Queue(name="q", max_consecutive_failures=0)
+    for i in range(3):
+        other.add(Job(module="command", id=f"j{i}", cwd=str(tmp_path), settings={
+            "argv": ["sh", "-c", f"echo new:j{i} >> trace"]}))
+    save_queue(other, tmp_path / "other.queue.json")
+    path.write_bytes((tmp_path / "other.queue.json").read_bytes())  # cp other.queue.json q.queue.json
+    before = load_queue(path)
+    assert [j.status for j in before.jobs] == ["pending"] * 3
+    assert any("written for another queue" in w for w in before.warnings)
+    assert resume_queue(path).ok
+    assert [ln for ln in _trace(tmp_path) if ln.startswith("new:")] == ["new:j0", "new:j1", "new:j2"]
+
+
 def test_a_job_whose_outcome_is_unknown_runs_again_and_its_log_says_why(tmp_path):
     path = _queue(tmp_path, [Job(module="command", id="a", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> a.runs"]})])
