@@ -23,14 +23,13 @@ from spacrq.queue.engine import _UNSET
 from spacrq.queue.adopt import unwatched
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
-                                STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError,
-                                refusal_of)
+                                STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError)
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
-from spacrq.queue.store import edit_queue, logs_dir, open_queue
-from spacrq.queue.validate import add_checked, plan, validate_job, validate_queue
+from spacrq.queue.store import edit_queue, load_queue, logs_dir, open_queue
+from spacrq.queue.validate import add_checked, plan, validate_queue
 from spacrq.runfiles import asked
 
 
@@ -103,16 +102,14 @@ def cmd_add(args: argparse.Namespace) -> int:
     job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
               overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
               retries=args.retries or 0, env=env, cwd=cwd)
-    # What can be refused without the file is refused before its lock (and logs folder) is
-    # made: a refused add changes no file.  The whole check runs again under the lock.
+    # Everything that can be refused is refused before the queue's lock (and logs folder) is
+    # made, against the file as it is now: a refused add changes no file.  The whole check
+    # runs again under the lock, against the file as it is then.
     try:
-        alone = job.copy(id=job.id or Queue().mint_id(job.module),
-                         **({} if not Path(path).exists() else {"depends_on": []}))
+        now = load_queue(path) if Path(path).exists() else Queue()
+        add_checked(now, job.copy(id=job.id or now.mint_id(job.module)))
     except QueueError as exc:
         raise CliError(str(exc)) from None
-    errors = [p for p in validate_job(alone, Queue()) if p.is_error]
-    if errors:
-        raise CliError(refusal_of(alone, errors))
     held = []
 
     def add(queue: Queue) -> None:
@@ -123,8 +120,12 @@ def cmd_add(args: argparse.Namespace) -> int:
                   landed=lambda q: any(j.id == job.id for j in q.jobs))
     for warning in queue.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    tail = ("; the queue is running: its runner takes the job in and runs it after the jobs "
-            "already queued") if held and held[0] else ""
+    tail = ""
+    if held and held[0]:
+        stopping = asked(logs_dir(path)).get("stop") in (STOP_AFTER_JOB, ABORT)
+        tail = ("; the queue is stopping as asked, so the job runs when it is resumed"
+                if stopping else "; the queue is running: its runner takes the job in and "
+                                 "runs it after the jobs already queued")
     print(f"added {job.id} ({job.label}) to {path}; {len(queue)} job(s) queued{tail}")
     return 0
 
@@ -213,6 +214,8 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     if done is not None:
         return done
     options = _apply_run_options(args)
+    # a queue that cannot start is refused before anything is changed (--notify included)
+    _check_before_detaching(path, _load(path), resume, retry_failed)
     if args.notify:
         _refuse_if_running(path, "be changed")
 
@@ -221,7 +224,6 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         _edit(path, set_notify)
     if args.detach:
         _refuse_if_running(path, "be started again")
-        _check_before_detaching(path, _load(path), resume, retry_failed)
         if options:
             def set_options(q: Queue) -> None:
                 q.on_error = options.get("on_error", q.on_error)
@@ -235,8 +237,6 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         print(f"runner started as process {ref.pid}; watch it with 'spacrq queue status {path}'"
               f", its log is {logs_dir(path) / 'runner.log'}")
         return 0
-    # refused here, before the runner takes its lock and makes the logs folder: nothing changes
-    _check_before_detaching(path, _load(path), resume, retry_failed)
     live = LiveLines(lambda: queue_lines(path))
     try:
         with live:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,14 @@ def _read_document(path: str | os.PathLike) -> tuple[Any, int]:
         raise QueueError(f"{target} is a folder, not a queue file; give the path of a "
                          "*.queue.json file")
     try:
-        with open(target, "rb") as handle:
+        # never blocks: a FIFO or a device in the file's place is refused, not waited on
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
             st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise QueueError(f"{target} is not a regular file (a pipe, a socket or a "
+                                 "device is in its place); move it away and give the path of "
+                                 "a *.queue.json file")
             if st.st_size > MAX_QUEUE_BYTES:
                 raise QueueError(f"{target} is {st.st_size:,} bytes, more than a queue file may "
                                  f"hold ({MAX_QUEUE_BYTES:,}); give the path of a *.queue.json file")

@@ -94,6 +94,34 @@ def test_every_unreadable_job_entry_is_named_at_once(tmp_path, capsys):
     assert "job entry 4 is a list, not an object" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("body,extra,needle", [
+    ('{"spacr_queue":1,"jobs":[{"id":"a","module":"command","settings":{"argv":["true"]}}]}',
+     ["--id", "a", "--", "true"], "already in this queue"),
+    ('{"spacr_queue":1,"jobs":[{"id":"a","module":"command","settings":{"argv":["true"]}}]}',
+     ["--after", "zz", "--", "true"], "'zz', which is not a job"),
+    ('{"spacr_queue":1,"jobs":[]}', ["--id", "b", "--after", "b", "--", "true"], "itself"),
+    ("[]", ["--", "true"], "must hold an object"),
+    ('{"spacr_queue": 99, "jobs": []}', ["--", "true"], "format 99"),
+    ("{", ["--", "true"], "not valid JSON"),
+])
+def test_a_refused_add_to_an_existing_queue_changes_no_file(tmp_path, capsys, body, extra,
+                                                           needle):
+    path = tmp_path / "e.queue.json"
+    path.write_text(body)
+    _bad(capsys, ["queue", "add", str(path), "command", *extra], needle)
+    assert [p.name for p in tmp_path.iterdir()] == ["e.queue.json"] and path.read_text() == body
+
+
+def test_a_refused_run_with_notify_changes_no_file(tmp_path, capsys):
+    path = tmp_path / "n.queue.json"
+    body = json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]})
+    path.write_text(body)
+    for argv in (["queue", "run", "--notify", "echo", str(path)],
+                 ["queue", "run", "--detach", "--notify", "echo", str(path)]):
+        assert main(argv) == 2 and "refusing to start" in capsys.readouterr().err
+    assert path.read_text() == body and [p.name for p in tmp_path.iterdir()] == ["n.queue.json"]
+
+
 def test_a_refused_run_leaves_no_logs_folder_behind(tmp_path, capsys):
     path = tmp_path / "hand.queue.json"
     path.write_text(json.dumps({"spacr_queue": 1, "jobs": [{"id": "a", "module": "maks"}]}))
@@ -240,3 +268,12 @@ def test_a_folder_where_the_journal_goes_is_one_sentence_for_every_command(qfile
     (logs_dir(qfile) / "journal.jsonl").mkdir(parents=True)
     _bad(capsys, ["queue", command, str(qfile)], "journal")
     assert json.loads(qfile.read_text())["jobs"][0]["status"] == "pending"  # (untouched)
+
+
+@pytest.mark.parametrize("action", [["status"], ["add", "command", "--", "true"], ["validate"]])
+def test_a_pipe_in_place_of_the_queue_file_is_refused_not_waited_on(tmp_path, capsys, action):
+    """A FIFO named like the queue file hung every command (holding the edit lock)."""
+    path = tmp_path / "f.queue.json"
+    os.mkfifo(path)
+    _bad(capsys, ["queue", action[0], str(path), *action[1:]], "is not a regular file")
+    assert [p.name for p in tmp_path.iterdir()] == ["f.queue.json"]
