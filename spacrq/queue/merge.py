@@ -15,8 +15,10 @@ queue now) and *theirs* (the file now, read under the edit lock):
   exit code, log…) always come from the disk: the pane's copy of them is
   only ever stale;
 * a job added on both sides under the same id (both minted ``command-1``)
-  is two jobs: the pane's gets a fresh id, and the jobs that run after it
-  are renamed with it;
+  is two jobs: the pane's gets a fresh id (``command-2``; a name of the
+  operator's own, ``nightly``, becomes ``nightly-2``), and the jobs that run
+  after it are renamed with it; the same job added identically on both sides
+  (the pane's own earlier save, say) is one job, and the note says so;
 * the queue's settings (name, on_error, max_consecutive_failures,
   notify_command) and the run order merge the same way.
 
@@ -28,10 +30,31 @@ Opens the file again (their edits are dropped), or presses Save once more to
 keep the pane's version of exactly what they were told about
 (``keep_ours``): everything else changed on disk is still kept, and a
 conflict that changed again on disk since is refused again.
+
+A job the pane changed that a runner ran since (the disk's run fields
+moved) is that conflict too, named as a job that ran.  Keeping the pane's
+version never dresses the new settings in the old run's status: the job
+that ran stays as it ran (its record and log are the truth about that run),
+and the pane's version is added right after it as a new job waiting to run,
+under a fresh id (``a`` -> ``a-2``); jobs that ran after ``a`` still do.
+
+Some saves are refused outright, with no "Save again" (:attr:`Merged.problem`):
+
+* a job id used by more than one job in the pane's queue or the file: the
+  merge pairs jobs by id, so it would lose one of them or write one twice —
+  give each its own id (Validate lists them), then Save;
+* a merge whose result has a job running after a job no longer in the
+  queue (removed on disk while the pane added a follower, or removed in
+  the pane while the disk added one): the file would not validate, so the
+  sentence names both jobs and the operator changes the follower's After.
+
+Renames keep one set of ids in use for the whole merge (never a queue built
+per rename), so a save stays quick under the edit lock however many clash.
 """
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -61,8 +84,13 @@ class Conflict:
     what: str
     name: str  # the job id, or the setting's name ("" for the order)
     theirs: str = ""
+    #: CHANGED_BOTH of a job that a runner ran since the pane read it
+    ran: bool = False
 
     def sentence(self) -> str:
+        if self.what == CHANGED_BOTH and self.ran:
+            return (f"job {self.name} was changed here but ran meanwhile with its old "
+                    "settings")
         if self.what == CHANGED_BOTH:
             return f"job {self.name} was changed both here and on disk"
         if self.what == REMOVED_HERE:
@@ -88,18 +116,31 @@ class Merged:
     dropped: tuple[str, ...] = ()
     #: (the pane's id, its new id): the pane's job whose id the disk took first
     renamed: tuple[tuple[str, str], ...] = ()
+    #: (the job that ran, the new id): the pane's version added as a new waiting job
+    reruns: tuple[tuple[str, str], ...] = ()
+    #: jobs added identically on both sides, written once
+    same: tuple[str, ...] = ()
+    #: a refusal no "Save again" gets past (duplicate ids, a dangling After), with its fix
+    problem: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.conflicts
+        return not self.conflicts and not self.problem
 
     def refusal(self, file_name: str) -> str:
         """The one sentence refusing the save: what conflicts, and the two ways out."""
-        said = "; ".join(c.sentence() for c in self.conflicts)
+        if self.problem:
+            return f"Not saved: in {file_name}, {self.problem}"
+        shown = [c.sentence() for c in self.conflicts[:MOST_NAMED]]
+        more = len(self.conflicts) - len(shown)
+        said = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+        ran = any(c.ran for c in self.conflicts)
         return (f"Not saved: in {file_name}, {said}; Open reloads the file (your edits are "
                 "dropped), or Save again to keep your version of "
                 f"{'these' if len(self.conflicts) > 1 else 'it'} (everything else changed on "
-                "disk is still kept).")
+                "disk is still kept"
+                + ("; a job that ran keeps its run and your version is added as a new job "
+                   "waiting to run" if ran else "") + ").")
 
     def note(self) -> str:
         """What the save kept of others' work, as a sentence to follow "Saved X." (or "")."""
@@ -111,8 +152,18 @@ class Merged:
         if self.dropped:
             parts.append(f"left out {_names(self.dropped)} removed on disk")
         text = ("It " + ", ".join(parts) + ".") if parts else ""
-        for mine, new in self.renamed:
-            text += (f" Your {mine} is now {new}: the file gained a {mine} of its own.")
+        if self.same:
+            text += (f" {_names(self.same)} {'was' if len(self.same) == 1 else 'were'} on disk "
+                     "already exactly as you added, so each is in the file once.")
+        for mine, new in self.renamed[:MOST_NAMED]:
+            text += f" Your {mine} is now {new}: the file gained a job of its own under that id."
+        if len(self.renamed) > MOST_NAMED:
+            text += f" {len(self.renamed) - MOST_NAMED} more of yours were renamed the same way."
+        for ran, new in self.reruns[:MOST_NAMED]:
+            text += (f" {ran} ran meanwhile with its old settings and keeps that run; your "
+                     f"version is added as {new}, waiting to run.")
+        if len(self.reruns) > MOST_NAMED:
+            text += f" {len(self.reruns) - MOST_NAMED} more were added the same way."
         return text.strip()
 
 
@@ -126,7 +177,11 @@ class DiskNews:
     settings: tuple[str, ...] = field(default=())
 
 
-def _names(ids: Sequence[str], most: int = 4) -> str:
+#: how many jobs or conflicts one sentence names before "and N more"
+MOST_NAMED = 5
+
+
+def _names(ids: Sequence[str], most: int = MOST_NAMED) -> str:
     shown = ", ".join(ids[:most])
     return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
@@ -155,24 +210,54 @@ def _with_run_fields(mine: Job, disk: Job) -> Job:
     return Job.from_dict(data)
 
 
-def _fresh_id(module: str, taken: set[str]) -> str:
-    probe = Queue(jobs=[Job(module=module, id=i) for i in taken])
-    return probe.mint_id(module)
+class FreshIds:
+    """Ids not yet used in this merge, minted in time linear in the ids handed out.
+
+    One set of the ids in use and, per stem, the next number to try: a
+    minted id is ``<module>-N`` for an id the pane minted from its module
+    (``command-1`` -> ``command-2``), else the operator's own name with a
+    number (``nightly`` -> ``nightly-2``).  ``probes`` counts the ids tried.
+    """
+
+    def __init__(self, used: Collection[str]) -> None:
+        self.used = set(used)
+        self._next: dict[str, int] = {}
+        self.probes = 0
+
+    def mint(self, job: Job) -> str:
+        module = re.sub(r"[^a-z0-9_]+", "-", str(job.module).strip().lower()).strip("-") or "job"
+        found = re.fullmatch(r"(.+)-(\d+)", job.id)
+        stem = found.group(1) if found else job.id  # run-2 clashes: run-3, nightly: nightly-2
+        if len(stem) > 90:
+            stem = stem[:90]
+        n = self._next.get(stem, 1 if stem == module else 2)
+        while True:
+            self.probes += 1
+            new = f"{stem}-{n}"
+            n += 1
+            if new not in self.used:
+                break
+        self._next[stem] = n
+        self.used.add(new)
+        return new
 
 
-def _renamed(ours: Queue, base_ids: set[str], theirs: dict[str, Job]) -> tuple[list[Job], list]:
-    """Ours' jobs with the pane-added ones whose id the disk took for another job renamed."""
-    taken = set(job.id for job in ours.jobs) | set(theirs)
+def _renamed(ours: Queue, base_ids: set[str], theirs: dict[str, Job],
+             fresh: FreshIds) -> tuple[list[Job], list, list]:
+    """Ours' jobs with the pane-added ones whose id the disk took for another job renamed,
+    and the ids added identically on both sides."""
     renames: dict[str, str] = {}
+    same: list[str] = []
     for job in ours.jobs:
         other = theirs.get(job.id)
-        if job.id in base_ids or other is None or _definition(other) == _definition(job):
+        if job.id in base_ids or other is None:
             continue
-        new = _fresh_id(job.module, taken)
-        taken.add(new)
-        renames[job.id] = new
+        if _definition(other) == _definition(job):
+            same.append(job.id)
+            continue
+        renames[job.id] = fresh.mint(job)
     if not renames:
-        return list(ours.jobs), []
+        return list(ours.jobs), [], same
     jobs = []
     for job in ours.jobs:
         if job.id in renames or any(d in renames for d in job.depends_on):
@@ -181,7 +266,47 @@ def _renamed(ours: Queue, base_ids: set[str], theirs: dict[str, Job]) -> tuple[l
             data["depends_on"] = [renames.get(d, d) for d in job.depends_on]
             job = Job.from_dict(data)
         jobs.append(job)
-    return jobs, list(renames.items())
+    return jobs, list(renames.items()), same
+
+
+def _twice(*queues: Queue) -> list[str]:
+    """Ids used by more than one job in any of ``queues``, in the order met."""
+    twice: dict[str, None] = {}
+    for queue in queues:
+        seen: set[str] = set()
+        for job in queue.jobs:
+            if job.id in seen:
+                twice[job.id] = None
+            seen.add(job.id)
+    return list(twice)
+
+
+def _duplicates(base: Queue, ours: Queue, theirs: Queue) -> str:
+    twice = _twice(base, ours, theirs)
+    if not twice:
+        return ""
+    where = [w for w, q in (("in the pane", ours), ("on disk", theirs)) if _twice(q)]
+    one = len(twice) == 1
+    return (f"the job id{'' if one else 's'} {_names(twice)} {'is' if one else 'are'} used by "
+            f"more than one job ({' and '.join(where) or 'in the queue last read'}), so a save "
+            "would lose or double one of them; give each job its own id (Validate lists "
+            "them; rename one in the pane, or in the file with an editor), then Save again.")
+
+
+def _dangling(merged: Queue, ours_ids: set[str], their_ids: set[str]) -> str:
+    """The sentence for jobs the merge leaves running after a job it left out (or "")."""
+    ids = {job.id for job in merged.jobs}
+    pairs = [(job.id, dep) for job in merged.jobs for dep in job.depends_on
+             if dep not in ids and (dep in ours_ids or dep in their_ids)]
+    if not pairs:
+        return ""
+    said = [f"{job} runs after {dep}, which was removed "
+            f"{'on disk' if dep in ours_ids else 'here'}" for job, dep in pairs[:MOST_NAMED]]
+    more = len(pairs) - len(said)
+    followers = sorted({job for job, _ in pairs})
+    return ("; ".join(said) + (f"; and {more} more" if more > 0 else "")
+            + f", so the file would not validate; change the After of {_names(followers)} "
+            "(or Open the file again), then Save again.")
 
 
 def merge_queues(base: Queue | None, ours: Queue, theirs: Queue,
@@ -196,11 +321,16 @@ def merge_queues(base: Queue | None, ours: Queue, theirs: Queue,
         base = Queue(jobs=[], name=theirs.name, on_error=theirs.on_error,
                      max_consecutive_failures=theirs.max_consecutive_failures,
                      notify_command=list(theirs.notify_command))
+    twice = _duplicates(base, ours, theirs)
+    if twice:
+        return Merged(None, problem=twice)
     keep = set(keep_ours)
     b = {job.id: job for job in base.jobs}
     t = {job.id: job for job in theirs.jobs}
-    our_jobs, renamed = _renamed(ours, set(b), t)
+    fresh = FreshIds(set(b) | set(t) | {job.id for job in ours.jobs})
+    our_jobs, renamed, same = _renamed(ours, set(b), t, fresh)
     o = {job.id: job for job in our_jobs}
+    reruns: dict[str, Job] = {}  # the job that ran -> the pane's version, a new waiting job
     conflicts: list[Conflict] = []
     taken: list[str] = []
     dropped: list[str] = []
@@ -231,9 +361,16 @@ def merge_queues(base: Queue | None, ours: Queue, theirs: Queue,
             chosen[job.id] = disk
             if changed_there:
                 taken.append(job.id)
-        elif (not changed_there or _definition(disk) == _definition(job)
-              or clash(Conflict(CHANGED_BOTH, job.id, _fingerprint(_whole(disk))))):
+        elif not changed_there or _definition(disk) == _definition(job):
             chosen[job.id] = _with_run_fields(job, disk)  # the pane's job, the disk's run
+        elif _ran(was, disk):  # never the new settings dressed in the old run's status
+            chosen[job.id] = disk
+            if clash(Conflict(CHANGED_BOTH, job.id, _fingerprint(_whole(disk)), ran=True)):
+                data = _definition(job)
+                data["id"] = fresh.mint(job)
+                reruns[job.id] = Job.from_dict(data)
+        elif clash(Conflict(CHANGED_BOTH, job.id, _fingerprint(_whole(disk)))):
+            chosen[job.id] = _with_run_fields(job, disk)
     for was in base.jobs:  # the pane removed it
         disk = t.get(was.id)
         if was.id in o or disk is None:
@@ -256,12 +393,27 @@ def merge_queues(base: Queue | None, ours: Queue, theirs: Queue,
             settings[name] = disk
     if conflicts:
         return Merged(None, tuple(conflicts))
-    merged = Queue(jobs=[chosen[job_id] for job_id in order], created=theirs.created,
+    jobs = []
+    for job_id in order:
+        jobs.append(chosen[job_id])
+        if job_id in reruns:
+            jobs.append(reruns[job_id])
+    merged = Queue(jobs=jobs, created=theirs.created,
                    stopped_reason=theirs.stopped_reason, journal_seq=theirs.journal_seq,
                    name=settings["name"], on_error=settings["on_error"],
                    max_consecutive_failures=settings["max_consecutive_failures"],
                    notify_command=list(settings["notify_command"]))
-    return Merged(merged, (), tuple(kept), tuple(taken), tuple(dropped), tuple(renamed))
+    dangling = _dangling(merged, {job.id for job in our_jobs}, set(t))
+    if dangling:
+        return Merged(None, problem=dangling)
+    return Merged(merged, (), tuple(kept), tuple(taken), tuple(dropped), tuple(renamed),
+                  tuple((ran, job.id) for ran, job in reruns.items()), tuple(same))
+
+
+def _ran(was: Job, disk: Job) -> bool:
+    """Whether a runner ran (or is running) the job since the pane read it."""
+    before, now = _whole(was), _whole(disk)
+    return any(before.get(name) != now.get(name) for name in RUNNER_FIELDS)
 
 
 def _order(base: Queue, ours: Sequence[Job], theirs: Queue, chosen: dict[str, Job],

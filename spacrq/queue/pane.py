@@ -417,7 +417,14 @@ def controls(state: PaneState) -> Controls:
                    "Run order first.")
     else:
         unmoved = select_first if not selected else ""
-    if alive:  # added through the file, under its lock: the runner takes the job in
+    if alive and state.stop_asked:  # the runner ends soon: it will not take the job in
+        editor = Button(True, "Line up one more job: a stop was asked, so it runs when the "
+                              "queue is resumed.")
+        add = Button(not state.checking, "Check this job and add it to the queue's file; a "
+                                         "stop was asked, so it runs when the queue is resumed "
+                                         "(Enter)." if not state.checking
+                     else "Adding the job…")
+    elif alive:  # added through the file, under its lock: the runner takes the job in
         editor = Button(True, "Line up one more job: the runner takes it in and runs it after "
                               "the jobs already queued.")
         add = Button(not state.checking, "Check this job and add it to the running queue's "

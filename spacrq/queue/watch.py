@@ -24,6 +24,10 @@ out by the next poll, each answered by one :class:`~spacrq.watching.Outcome`:
 ``describe`` (module), ``read_settings`` (paths), ``edit`` (job_id, changes)
     what a module takes, the contents of settings files, and a change to
     one job of the file (:func:`spacrq.queue.edits.edit_job`).
+``keep_unsaved`` (document, base)
+    a runner started while the pane had unsaved edits: its new jobs are
+    added to the running queue, the rest kept as a copy beside the file
+    (:mod:`spacrq.queue.aside`).
 ``add_job`` (job)
     one job added to the file itself, checked, under its lock, as
     ``spacrq queue add`` does (:func:`spacrq.queue.edits.add_job`): how the
@@ -48,6 +52,8 @@ from typing import Any
 from spacrq.modules import ModuleError, describe_module, registry
 from spacrq.problems import Problem
 from spacrq.queue import edits
+from spacrq.queue.aside import keep_unsaved
+from spacrq.queue.control import ABORT, STOP_AFTER_JOB
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.merge import Conflict, DiskNews, disk_news, merge_queues
 from spacrq.queue.model import RUN_FIELDS, Job, Queue, QueueError
@@ -323,6 +329,10 @@ def save_document(path: Path, token: int, document: Mapping[str, Any],
     refusal = _refusal(path, "save the queue")
     if refusal:
         return _answer(token, "save", Code.REFUSED, refusal, saved=False)
+    if path.is_symlink():  # spacrq never writes through a link, nor replaces one unasked
+        return _answer(token, "save", Code.REFUSED, f"Not saved: {path.name} is a symbolic "
+                       "link, and spacrq never writes through one or replaces it; Save as… "
+                       "a real file instead.", saved=False)
     try:
         queue = Queue.from_dict(document)
         sent = Queue.from_dict(document)
@@ -702,7 +712,8 @@ class QueueWatch(WatchBase):
         except Exception as exc:  # one sentence to the operator, the poller goes on
             return _answer(token, action, Code.FAILED, f"{action} failed: "
                            f"{type(exc).__name__}: {exc}")
-        if outcome.data.get("saved") or (action in ("edit", "add_job") and outcome.ok):
+        if outcome.data.get("saved") or (action in ("edit", "add_job", "keep_unsaved")
+                                          and outcome.ok):
             self._must_reload = True  # a runner may start on it next: never a checkpoint
             if target is not None and str(target) == self.path:
                 self._read_runner(target, found)
@@ -751,10 +762,34 @@ class QueueWatch(WatchBase):
             return _answer(token, "add_job", Code.INVALID, f"Not added: {_first_line(exc)}")
         except edits.EditError as exc:
             return _answer(token, "add_job", exc.code, str(exc))
-        tail = ("; its runner takes it in and runs it after the jobs already queued" if held
-                else "; Run or Resume runs it")
+        stop = asked(logs_dir(path)).get("stop") if held else None
+        if stop in (STOP_AFTER_JOB, ABORT):  # the runner ends after this job (or now): it will not take the new one
+            tail = ("; a stop was asked, so the runner will not take it in: it runs when "
+                    "the queue is resumed")
+        elif held:
+            tail = "; its runner takes it in and runs it after the jobs already queued"
+        else:
+            tail = "; Run or Resume runs it"
         return _answer(token, "add_job", Code.DONE, f"Added {added.id} to {path.name}{tail}.",
                        job_id=added.id, held=held, warnings=tuple(warnings))
+
+    def _do_keep_unsaved(self, token: int, path: Path | None, document: Mapping[str, Any],
+                         base: Queue | None = None) -> Outcome:
+        """A runner started while the pane had unsaved edits: keep them
+        (:func:`spacrq.queue.aside.keep_unsaved`), and say exactly how."""
+        if path is None:
+            return self._no_file(token, "keep_unsaved")
+        try:
+            ours = Queue.from_dict(document)
+        except QueueError as exc:
+            return _answer(token, "keep_unsaved", Code.INVALID, "A runner started on "
+                           f"{path.name}; your unsaved edits could not be read "
+                           f"({_first_line(exc)}).", kept=False)
+        kept = keep_unsaved(path, ours, base)
+        whole = kept.copy is not None or not (kept.failed or kept.problem)
+        return _answer(token, "keep_unsaved", Code.DONE if whole else Code.FAILED,
+                       kept.sentence(path.name), kept=whole, added=kept.added,
+                       copy=str(kept.copy) if kept.copy else "")
 
     def _do_stop(self, token: int, path: Path | None, now: bool = False) -> Outcome:
         if path is None:

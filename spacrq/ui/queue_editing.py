@@ -38,6 +38,7 @@ class QueueEditing:
         self.dirty = dirty
         self._on_disk = False
         self._base, self._conflicts = None, ()
+        self._keeping, self._kept_failed = 0, False
         self._adopt_options_back()
         self.show_rows(())
         self.set_view(path=str(path), log_job="", reload=time.monotonic(), base=None)
@@ -51,7 +52,7 @@ class QueueEditing:
         (:mod:`spacrq.queue.merge`), so what others added meanwhile stays.
         """
         self.queue = queue
-        self.dirty = False
+        self.dirty = self._kept_failed = False
         self._set_base(base)
         self._adopt_options_back()
 
@@ -105,6 +106,26 @@ class QueueEditing:
         self.show_message("info", f"Checking {job.id}…")
         self._update_controls()
         return self._checking
+
+    def _keep_unsaved(self) -> None:
+        """A runner started on the file while the document had unsaved edits: have the
+        watch keep them (new jobs into the running queue, the rest as a copy beside it)."""
+        if self._keeping or self._kept_failed or self.waiting_for("save") \
+                or self.waiting_for("run"):
+            return  # the pane's own save or run answers first; then it is known what is unsaved
+        self._keeping = self.ask("keep_unsaved", path=str(self.path),
+                                 document=self.queue.to_dict(), base=self._base)
+        self.dirty = False
+        self.show_message("info", f"A runner started on {self.path.name}; keeping your "
+                                  "unsaved edits…")
+
+    def _unsaved_kept(self, outcome: Outcome) -> None:
+        if outcome.token != self._keeping:
+            return
+        self._keeping = 0
+        if not outcome.data.get("kept"):
+            self.dirty = self._kept_failed = True  # still the operator's, to Save once it ends
+        self.show_message("warning" if outcome.ok else "error", outcome.message)
 
     def _job_added_to_file(self, outcome: Outcome) -> None:
         """The watch's answer about a job added to the running queue's file."""

@@ -21,6 +21,10 @@ Rules the pane keeps:
   which adds to the file under its lock (the runner takes the job in);
 * Save never overwrites what others changed: the pane's changes since it
   read the file are merged onto the file as it is (:mod:`spacrq.queue.merge`);
+* a runner started from elsewhere never takes the unsaved edits with it:
+  the pane's new jobs are added to the running queue, the rest kept as a
+  copy beside the file, and the message line says which and where
+  (:mod:`spacrq.queue.aside`);
 * errors are shown in the message line above the table, never in a modal
   dialog; the one question the pane asks is "abort the running job now?".
 """
@@ -117,6 +121,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
         self._progress = progress(())  # counts the rows shown
         self._base = None  # the file as last read or written: what Save merges against
         self._conflicts: tuple = ()  # named by the last refused save: Save again keeps ours
+        self._keeping = 0  # the token of the unsaved edits being kept as a runner started
+        self._kept_failed = False  # they could not be kept: stay unsaved, never asked again
 
         self._build()
         self.clock = QTimer(self)
@@ -364,6 +370,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
             self._job_checked(outcome)
         elif action == "add_job":
             self._job_added_to_file(outcome)
+        elif action == "keep_unsaved":
+            self._unsaved_kept(outcome)
         elif action == "describe":
             self.editor.show_description(outcome.data.get("module", ""),
                                          outcome.data.get("info"), outcome.message)
@@ -412,10 +420,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
                 self._adopt(snap.queue, snap.base)
                 self.show_rows(snap.rows or (), snap.progress)
         elif snap.rows is not None and (self.runner_alive or not self.dirty):
-            if self.dirty:
-                self.show_message("warning", "A runner started on this file, so the unsaved "
-                                             "edits were set aside.")
-                self.dirty = False
+            if self.dirty and self.runner_alive:
+                self._keep_unsaved()  # added to the running queue, or kept as a copy
             keep = self.selected_ids()
             self.show_rows(snap.rows, snap.progress)
             if keep and self.selected_ids() != keep:

@@ -233,3 +233,115 @@ def test_disk_news_says_what_changed_on_disk():
     news = disk_news(base, theirs)
     assert (news.added, news.changed, news.removed, news.settings) == (
         ("fromcli",), ("a",), ("b",), ("on_error",))
+
+
+def test_keeping_the_panes_version_of_a_job_that_ran_adds_it_as_a_new_waiting_job():
+    base = _night(_job("a", settings={"argv": ["echo", "OLD"]}))
+    ours = base.clone()
+    ours.find("a").settings = {"argv": ["echo", "NEW"]}
+    theirs = base.clone()
+    theirs.jobs[0] = _job("a", "success", settings={"argv": ["echo", "OLD"]}, exit_code=0,
+                          log_path="logs/01_a.log")
+    refused = merge_queues(base, ours, theirs)
+    (conflict,) = refused.conflicts
+    assert conflict.what == CHANGED_BOTH and conflict.ran
+    assert "job a was changed here but ran meanwhile" in refused.refusal("q.queue.json")
+    merged = merge_queues(base, ours, theirs, keep_ours=refused.conflicts)
+    assert merged.ok and _ids(merged.queue) == ["a", "a-2"]
+    ran, new = merged.queue.jobs
+    assert (ran.status, ran.settings, ran.exit_code) == ("success", {"argv": ["echo", "OLD"]}, 0)
+    assert (new.status, new.settings, new.exit_code, new.log_path) == \
+        ("pending", {"argv": ["echo", "NEW"]}, None, "")
+    assert "a ran meanwhile with its old settings" in merged.note() and "a-2" in merged.note()
+
+
+def test_duplicate_ids_refuse_the_save_naming_them_and_the_fix():
+    first = _job("a", settings={"argv": ["echo", "FIRST"]})
+    second = _job("a", settings={"argv": ["echo", "SECOND"]})
+    base = _night(first, second)
+    ours = _night(first, second, _job("b"))
+    merged = merge_queues(base, ours, base.clone())
+    assert not merged.ok and merged.queue is None and not merged.conflicts
+    said = merged.refusal("q.queue.json")
+    assert "the job id a is used by more than one job" in said and "rename one" in said
+    assert not merge_queues(None, _night(_job("b")), base.clone()).ok, "twice on disk only"
+
+
+def test_a_follower_of_a_job_removed_on_disk_refuses_the_save_naming_both():
+    base = _night(_job("a"), _job("b"))
+    ours = base.clone()
+    ours.add(_job("c", depends_on=["b"]))
+    theirs = _night(_job("a"))
+    merged = merge_queues(base, ours, theirs)
+    assert not merged.ok
+    assert "c runs after b, which was removed on disk" in merged.refusal("q.queue.json")
+
+
+def test_a_job_added_on_disk_after_a_job_the_pane_removed_refuses_the_save():
+    base = _night(_job("a"), _job("b"))
+    ours = base.clone()
+    ours.remove("b")
+    theirs = base.clone()
+    theirs.add(_job("d", depends_on=["b"]))
+    merged = merge_queues(base, ours, theirs)
+    assert not merged.ok and "d runs after b, which was removed here" in merged.refusal("q")
+
+
+def test_minting_fresh_ids_for_many_clashes_tries_each_id_about_once():
+    from spacrq.queue.merge import FreshIds
+    n = 5000
+    fresh = FreshIds({f"command-{i}" for i in range(1, n + 1)})
+    made = [fresh.mint(Job(module="command", id=f"command-{i}")) for i in range(1, n + 1)]
+    assert len(set(made)) == n and not set(made) & {f"command-{i}" for i in range(1, n + 1)}
+    assert fresh.probes <= 2 * n + 1, "linear: never the taken ids probed once per rename"
+
+
+def test_many_clashing_ids_merge_into_two_jobs_each():
+    n = 1000
+    base = _night()
+    ours, theirs = base.clone(), base.clone()
+    for i in range(1, n + 1):
+        ours.add(Job(module="command", id=f"command-{i}", settings={"argv": ["echo", "gui"]}))
+        theirs.add(Job(module="command", id=f"command-{i}", settings={"argv": ["echo", "cli"]}))
+    merged = merge_queues(base, ours, theirs)
+    assert merged.ok and len(set(_ids(merged.queue))) == 2 * n
+    assert merged.note().count(" is now ") == 5 and f"{n - 5} more of yours" in merged.note()
+
+
+def test_the_refusal_names_the_first_few_conflicts_and_counts_the_rest():
+    base = _night(*(_job(f"j{i}") for i in range(200)))
+    ours, theirs = base.clone(), base.clone()
+    for i in range(200):
+        ours.jobs[i].label = "here"
+        theirs.jobs[i].label = "there"
+    said = merge_queues(base, ours, theirs).refusal("q.queue.json")
+    assert "j4 was changed" in said and "j5 was changed" not in said
+    assert "and 195 more" in said and len(said) < 600
+
+
+def test_a_clashing_name_of_the_operators_own_keeps_the_name():
+    base = _night()
+    ours, theirs = base.clone(), base.clone()
+    ours.add(Job(module="command", id="nightly", settings={"argv": ["echo", "gui"]}))
+    theirs.add(Job(module="command", id="nightly", settings={"argv": ["echo", "cli"]}))
+    merged = merge_queues(base, ours, theirs)
+    assert merged.renamed == (("nightly", "nightly-2"),)
+    assert "the file gained a job of its own under that id" in merged.note()
+
+
+def test_the_same_job_added_identically_on_both_sides_says_it_is_there_once():
+    base = _night(_job("a"))
+    ours, theirs = base.clone(), base.clone()
+    ours.add(_job("experiment-1"))
+    theirs.add(_job("experiment-1"))
+    merged = merge_queues(base, ours, theirs)
+    assert _ids(merged.queue) == ["a", "experiment-1"]
+    assert "experiment-1 was on disk already exactly as you added" in merged.note()
+
+
+def test_a_clashing_id_ending_in_a_number_counts_on_from_it():
+    base = _night()
+    ours, theirs = base.clone(), base.clone()
+    ours.add(Job(module="command", id="run-2", settings={"argv": ["echo", "gui"]}))
+    theirs.add(Job(module="command", id="run-2", settings={"argv": ["echo", "cli"]}))
+    assert merge_queues(base, ours, theirs).renamed == (("run-2", "run-3"),)

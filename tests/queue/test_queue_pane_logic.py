@@ -149,6 +149,13 @@ def test_stop_is_offered_once():
     assert not c.stop.enabled and c.abort.enabled and "already" in c.stop.tip
 
 
+def test_with_a_stop_asked_add_job_says_the_job_runs_when_the_queue_is_resumed():
+    c = controls(PaneState(runner_alive=True, stop_asked=True,
+                           progress=progress(rows([_job("a", "running"), _job("b")]))))
+    assert c.add.enabled and "runs when the queue is resumed" in c.add.tip
+    assert "takes it in" not in c.editor.tip and "resumed" in c.editor.tip
+
+
 def test_idle_controls_follow_the_queue():
     pending = rows([_job("a"), _job("b"), _job("c")])
     c = controls(PaneState(progress=progress(pending), selected=(0,), picked=(pending[0].value,),

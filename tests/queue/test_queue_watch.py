@@ -639,3 +639,141 @@ def test_run_with_unsaved_edits_merges_too(tmp_path):
     assert outcome.data["queue"].ids == ["first", "second", "fromcli"]
     saved = load_queue(path)
     assert saved.ids == ["first", "second", "fromcli"] and saved.jobs[0].label == "relabelled"
+
+
+def test_save_refuses_a_symlink_in_place_of_the_queue_file(tmp_path):
+    real = _saved(tmp_path, 2)
+    link = tmp_path / "linked.queue.json"
+    link.symlink_to(real)
+    before = real.read_bytes()
+    watch = QueueWatch()
+    view = {"path": str(link)}
+    snap = watch.poll(view)
+    mine = snap.queue if snap and snap.queue is not None else _queue(2)
+    mine.add(Job(module="command", settings={"argv": ["true"]}))
+    _snap, result = _asked(watch, view, 1, "save", document=mine.to_dict(), base=None)
+    assert result.code is Code.REFUSED and not result.data["saved"]
+    assert "linked.queue.json is a symbolic link" in result.message and "real file" in result.message
+    assert link.is_symlink() and real.read_bytes() == before, "neither the link nor its target"
+
+
+@pytest.mark.parametrize("stop", ["after_job", "abort"])
+def test_adding_to_a_running_queue_asked_to_stop_says_it_runs_when_resumed(tmp_path, stop):
+    from spacrq.queue.locks import RunnerLock
+    from spacrq.runfiles import write_json
+    path = _saved(tmp_path, 2)
+    watch = _watching(path)
+    write_json(logs_dir(path) / "control.json", {"stop": stop})
+    runner = RunnerLock(logs_dir(path)).acquire()  # as a live runner holds it
+    try:
+        _snap, result = _asked(watch, {"path": str(path)}, 1, "add_job",
+                               job={"module": "command", "settings": {"argv": ["true"]}})
+    finally:
+        runner.release()
+    assert result.ok and result.data["held"]
+    assert "runs when the queue is resumed" in result.message
+    assert "takes it in" not in result.message
+
+
+def test_unsaved_edits_when_a_runner_starts_are_added_or_kept_as_a_copy(tmp_path):
+    from spacrq.queue.locks import RunnerLock
+    from spacrq.queue.store import load_queue
+    path = _saved(tmp_path, 3)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.add(Job(module="command", id="typed", settings={"argv": ["echo", "typed"]}))
+    mine.find("command-2").label = "changed here"
+    mine.remove("command-3")
+    runner = RunnerLock(logs_dir(path)).acquire()  # the runner started from a terminal
+    try:
+        _snap, kept = _asked(watch, {"path": str(path)}, 1, "keep_unsaved",
+                             document=mine.to_dict(), base=base)
+    finally:
+        runner.release()
+    assert kept.ok and kept.data["kept"] and kept.data["added"] == ("typed",)
+    assert load_queue(path).ids == ["command-1", "command-2", "command-3", "typed"]
+    copy = Path(kept.data["copy"])
+    assert copy.parent == tmp_path and copy.name.startswith("night.unsaved-")
+    assert copy.name.endswith(".queue.json")
+    aside = load_queue(copy)
+    assert aside.ids == ["command-1", "command-2", "typed"]
+    assert aside.find("command-2").label == "changed here"
+    said = kept.message
+    assert "your new typed was added to the running queue" in said
+    assert "changed command-2" in said and "removed command-3" in said and copy.name in said
+
+
+def test_only_new_jobs_unsaved_when_a_runner_starts_write_no_copy(tmp_path):
+    from spacrq.queue.store import load_queue
+    path = _saved(tmp_path, 1)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.add(Job(module="command", id="typed", settings={"argv": ["true"]}))
+    mine.add(Job(module="command", id="then", settings={"argv": ["true"]}, depends_on=["typed"]))
+    _snap, kept = _asked(watch, {"path": str(path)}, 1, "keep_unsaved",
+                         document=mine.to_dict(), base=base)
+    assert kept.ok and kept.data["copy"] == "" and kept.data["added"] == ("typed", "then")
+    assert load_queue(path).find("then").depends_on == ["typed"]
+    assert list(tmp_path.glob("*.unsaved-*")) == []
+
+
+def test_save_again_over_a_job_that_ran_never_marks_the_new_settings_as_run(tmp_path):
+    """The hostile repro: a: echo OLD ran from a terminal while the pane changed it."""
+    import subprocess
+    import sys
+    from spacrq.queue.store import load_queue
+    q = Queue(name="night")
+    q.add(Job(module="command", id="a", settings={"argv": ["echo", "OLD"]}), validate=False)
+    path = _saved(tmp_path, q)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.find("a").settings = {"argv": ["echo", "NEW"]}
+    subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)], check=True,
+                   capture_output=True, timeout=60)
+    view = {"path": str(path), "base": base}
+    _snap, refused = _asked(watch, view, 1, "save", document=mine.to_dict(), base=base)
+    assert refused.code is Code.CONFLICT and "job a was changed here but ran" in refused.message
+    _snap, again = _asked(watch, view, 2, "save", document=mine.to_dict(), base=base,
+                          keep_ours=refused.data["conflicts"])
+    assert again.ok
+    saved = load_queue(path)
+    assert [(j.id, j.status, j.settings["argv"]) for j in saved.jobs] == \
+        [("a", "success", ["echo", "OLD"]), ("a-2", "pending", ["echo", "NEW"])]
+
+
+def test_save_refuses_duplicate_ids_and_writes_nothing(tmp_path):
+    q = Queue(name="night", jobs=[Job(module="command", id="a", settings={"argv": ["echo", w]})
+                                  for w in ("FIRST", "SECOND")])
+    path = _saved(tmp_path, q)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.jobs.append(Job(module="command", id="b", settings={"argv": ["true"]}))
+    before = path.read_bytes()
+    _snap, refused = _asked(watch, {"path": str(path)}, 1, "save", document=mine.to_dict(),
+                            base=base)
+    assert refused.code is Code.CONFLICT and not refused.data["saved"]
+    assert "the job id a is used by more than one job" in refused.message
+    assert path.read_bytes() == before
+
+
+def test_a_new_job_whose_id_the_running_file_took_is_added_under_a_fresh_id(tmp_path):
+    from spacrq.queue.edits import add_job
+    from spacrq.queue.store import load_queue
+    path = _saved(tmp_path, 1)
+    watch = QueueWatch()
+    snap = watch.poll({"path": str(path)})
+    mine, base = snap.queue, snap.base
+    mine.add(Job(module="command", id="command-2", settings={"argv": ["echo", "gui"]}))
+    mine.add(Job(module="command", id="then", settings={"argv": ["true"]},
+                 depends_on=["command-2"]))
+    add_job(path, Job(module="command", id="command-2", settings={"argv": ["echo", "cli"]}))
+    _snap, kept = _asked(watch, {"path": str(path)}, 1, "keep_unsaved",
+                         document=mine.to_dict(), base=base)
+    saved = load_queue(path)
+    assert kept.ok and saved.ids == ["command-1", "command-2", "command-3", "then"]
+    assert saved.find("command-3").settings == {"argv": ["echo", "gui"]}
+    assert saved.find("then").depends_on == ["command-3"], "its follower follows it"

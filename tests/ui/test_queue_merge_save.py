@@ -160,3 +160,31 @@ def test_edits_made_while_a_save_is_written_stay_unsaved_and_the_next_save_keeps
     pane.save()
     qtbot.waitUntil(lambda: not pane.dirty, timeout=10_000)
     assert load_queue(path).ids == ["first", "second", "command-1", "late-edit", "fromcli"]
+
+
+def test_unsaved_edits_are_kept_when_a_runner_starts_from_a_terminal(qtbot, make_pane,
+                                                                     workspace):
+    q = Queue(name="r", max_consecutive_failures=0)
+    for i in range(3):
+        q.add(Job(module="command", id=f"j{i}", settings={"argv": ["sleep", "0.3"]}),
+              validate=False)
+    path = workspace.queues / "r.queue.json"
+    save_queue(q, path)
+    pane = make_pane()
+    qtbot.waitUntil(lambda: pane.model.rowCount() == 3 and not pane.dirty)
+    pane.queue.add(Job(module="command", id="mine", settings={"argv": ["true"]}),
+                   validate=False)
+    pane.queue.find("j2").label = "relabelled here"
+    pane._edited()
+    subprocess.run([PY, "-m", "spacrq", "queue", "run", "--detach", str(path)], check=True,
+                   capture_output=True, timeout=60)
+    qtbot.waitUntil(lambda: "kept as" in pane.message.text(), timeout=20_000)
+    said = pane.message.text()
+    assert "your new mine was added to the running queue" in said and "changed j2" in said
+    (copy,) = workspace.queues.glob("r.unsaved-*.queue.json")
+    assert copy.name in said and load_queue(copy).find("j2").label == "relabelled here"
+    qtbot.waitUntil(lambda: not (runner_state(path) or {}).get("alive"), timeout=30_000)
+    ran = load_queue(path)
+    assert ran.ids == ["j0", "j1", "j2", "mine"] and ran.find("mine").status == "success"
+    qtbot.waitUntil(lambda: [r.key for r in pane.model.rows] == ["j0", "j1", "j2", "mine"],
+                    timeout=10_000)
