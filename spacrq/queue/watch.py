@@ -62,6 +62,7 @@ from spacrq.queue.runner import RUNNER_LOG, request_stop, runner_state, start_ru
 from spacrq.queue.settings import SettingsError, load_settings_file
 from spacrq.queue.store import (apply_transition, edit_lock, journal_path, load_queue, logs_dir,
                                 read_queue_document, save_queue)
+from spacrq.queue.journal import foreign, is_header
 from spacrq.queue.validate import Modules, validate_job, validate_queue
 from spacrq.runfiles import JsonlTail, RunFileError, TextTail, asked, file_stamp
 from spacrq.watching import Code, Outcome, Row, WatchBase
@@ -458,6 +459,7 @@ class QueueWatch(WatchBase):
         self._log = LogFollower(self.max_initial_log, self.max_log_chunk)
         self._queue: Queue | None = None
         self._journal: JsonlTail | None = None
+        self._foreign_journal = False  # the journal read is another queue's (see journal.foreign)
         self._handed: Any = None
         self._gap = False
         self._must_reload = True  # the next change of the file is read in full, no shortcut
@@ -514,6 +516,7 @@ class QueueWatch(WatchBase):
                 touched |= merged
                 self._stamp, self._gap = stamp, False
                 self._journal = JsonlTail(journal_path(path))
+                self._foreign_journal = False
         if stamp == self._stamp and self._queue is not None and self._journal is not None:
             touched |= self._apply_journal()
         if self._gap or stamp != self._stamp:
@@ -539,6 +542,7 @@ class QueueWatch(WatchBase):
         self._set_error(found, None, None)
         self._queue = queue
         self._journal = JsonlTail(journal_path(path))
+        self._foreign_journal = False
         self._apply_journal()  # lines load_queue replayed already are skipped by their seq
         self._gap = False
         made = rows(queue.jobs, self._rows, stop=self.interrupted)
@@ -615,6 +619,11 @@ class QueueWatch(WatchBase):
         index = {job.id: job for job in self._queue.jobs} if records else {}
         touched: set[str] = set()
         for record in records:
+            if is_header(record):  # whose journal it is: another queue's is never applied
+                self._foreign_journal = foreign(self._queue, record)
+                continue
+            if self._foreign_journal:
+                continue
             seq = record.get("seq") if isinstance(record, dict) else None
             if isinstance(seq, int) and seq > self._queue.journal_seq + 1:
                 self._gap = True
