@@ -30,7 +30,7 @@ from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, load_queue, logs_dir, open_queue
 from spacrq.queue.validate import add_checked, plan, validate_queue
-from spacrq.runfiles import asked
+from spacrq.runfiles import RunFileError, asked, control_problem
 
 
 def _load(path: str) -> Queue:
@@ -292,10 +292,15 @@ def _print_status(args: argparse.Namespace) -> int:
     runner = "no runner has run it yet"
     alive = bool(state and state.get("alive"))
     if state:
-        runner = f"runner {state.get('state')} (process {state.get('pid')}"
+        runner = f"runner {state.get('state')} (process {state.get('pid') or 'unknown'}"
         runner += ", alive)" if alive else ", gone)"
+        if state.get("problem"):
+            runner += f"; {state['problem']}"
         asked_now = asked(logs_dir(args.file)).get("stop") if alive else None
-        if asked_now in (STOP_AFTER_JOB, ABORT):
+        unreadable = control_problem(logs_dir(args.file)) if alive else None
+        if unreadable:
+            runner += f"; its control file cannot be read ({unreadable}), so it is asked nothing"
+        elif asked_now in (STOP_AFTER_JOB, ABORT):
             runner += ("; a stop is asked: it stops after the running job"
                        if asked_now == STOP_AFTER_JOB else
                        "; an abort is asked: the running job is being stopped")
@@ -320,7 +325,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not state or not state.get("alive"):
         print("no runner is running this queue; nothing to stop")
         return 0
-    request_stop(args.file, now=args.now)
+    try:
+        request_stop(args.file, now=args.now)
+    except (OSError, RunFileError) as exc:
+        raise CliError(f"could not ask the runner to stop: {str(exc).splitlines()[0]}; move "
+                       f"what is in the place of {logs_dir(args.file) / 'control.json'} away "
+                       "and ask again (or stop the runner's process)") from None
     if args.now:
         print(f"asked process {state.get('pid')} to abort the running job now; it becomes "
               "not_run and can be resumed")

@@ -28,7 +28,7 @@ from spacrq.procs import ProcessRef, is_alive, module_argv, spawn_detached
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.engine import _UNSET, run_queue
 from spacrq.queue.jobproc import Supervisor
-from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock
+from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, runner_holds
 from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
@@ -55,20 +55,47 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
         folder = legacy_logs_dir(path) or folder  # a runner of the old layout
     try:
         doc = read_json(folder / RUNNER_FILE, default=None)
-    except RunFileError:
-        return None
+        problem = "" if doc is None or isinstance(doc, dict) else "it is not an object"
+    except RunFileError as exc:
+        doc, problem = None, str(exc).splitlines()[0]
     if not isinstance(doc, dict):
-        return None
-    if isinstance(doc.get("queue"), str) and os.path.realpath(doc["queue"]) != os.path.realpath(path):
-        return None  # the old shared folder: another queue file's runner
+        doc = None
+    if doc is not None and isinstance(doc.get("queue"), str) \
+            and os.path.realpath(doc["queue"]) != os.path.realpath(path):
+        doc = None  # the old shared folder: another queue file's runner
+    if doc is None:
+        # the record cannot be read (or is not this queue's), but the kernel knows whether a
+        # runner holds the queue: never "no runner" while one runs
+        if not runner_holds(logs_dir(path)):
+            return None
+        return {"state": "running", "alive": True, "pid": _lock_holder(logs_dir(path)),
+                "problem": f"its record {folder / RUNNER_FILE} cannot be read "
+                           f"({problem or 'it names another queue'}); it is rewritten at the "
+                           "runner's next heartbeat"}
+    pid = doc.get("pid")
+    doc["pid"] = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    if not isinstance(doc.get("state"), str):
+        doc["state"] = "unknown"
     try:
-        alive = is_alive(int(doc.get("pid") or 0), float(doc.get("started") or 0) or None)
+        alive = bool(doc["pid"]) and is_alive(doc["pid"], float(doc.get("started") or 0) or None)
     except (TypeError, ValueError):
         alive = False
+    if not alive and runner_holds(logs_dir(path)):  # a record the runner has not rewritten yet
+        alive = True
+        doc["pid"] = doc["pid"] or _lock_holder(logs_dir(path))
     doc["alive"] = alive
     if doc.get("state") in ("running", "starting") and not alive:
         doc["state"] = "crashed"
     return doc
+
+
+def _lock_holder(folder: Path) -> int | None:
+    """The pid the runner wrote into its lock file, when it reads as one."""
+    try:
+        text = (folder / RUNNER_LOCK_FILE).read_text(encoding="utf-8", errors="replace")
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def request_stop(path: str | os.PathLike, now: bool = False) -> dict[str, Any]:

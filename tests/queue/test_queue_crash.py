@@ -223,6 +223,40 @@ def test_a_dead_runners_journal_is_never_applied_to_another_queue_copied_over_th
     assert [ln for ln in _trace(tmp_path) if ln.startswith("new:")] == ["new:j0", "new:j1", "new:j2"]
 
 
+def test_a_live_runner_is_seen_and_stopped_whatever_its_record_holds(tmp_path, capsys):
+    """Garbage in runner.json made status say 'no runner has run it yet' and stop say
+    'nothing to stop' while a job ran; a folder as control.json made stop a traceback."""
+    from spacrq import cli
+    from spacrq.queue.runner import RUNNER_FILE, logs_dir
+    job = Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
+        "sh", "-c", "echo $$ > plate.pid; while [ ! -e go ]; do sleep 0.02; done"]})
+    path = _queue(tmp_path, [job, Job(module="command", id="next", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+        wait_until(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="its record")
+        def garbled():  # (written again should its heartbeat rewrite it in between)
+            (logs_dir(path) / RUNNER_FILE).write_text("{{{")
+            now = runner_state(path)
+            return now if now and now.get("problem") else None
+        state = wait_until(garbled, what="the record read as garbage")
+        assert state["alive"] and state["pid"] == ref.pid and "cannot be read" in state["problem"]
+        (logs_dir(path) / RUNNER_FILE).write_text("{{{")
+        assert cli.main(["queue", "status", str(path)]) == 0
+        assert f"runner running (process {ref.pid}, alive)" in capsys.readouterr().out
+        (logs_dir(path) / "control.json").mkdir()
+        assert cli.main(["queue", "stop", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "could not ask the runner to stop" in err and "Traceback" not in err
+        (logs_dir(path) / "control.json").rmdir()
+        assert cli.main(["queue", "stop", str(path)]) == 0
+        assert f"asked process {ref.pid} to stop after the running job" in capsys.readouterr().out
+    finally:
+        (tmp_path / "go").write_text("")
+        reap(ref.pid)
+    assert [j.status for j in load_queue(path).jobs] == ["success", "not_run"]
+
+
 def test_a_job_whose_outcome_is_unknown_runs_again_and_its_log_says_why(tmp_path):
     path = _queue(tmp_path, [Job(module="command", id="a", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> a.runs"]})])
