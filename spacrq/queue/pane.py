@@ -28,7 +28,7 @@ from typing import Any
 
 from spacrq.fmt import duration
 from spacrq.queue.edits import edit_refusal as edit_refusal_of
-from spacrq.queue.model import Job, parse_iso
+from spacrq.queue.model import STATUS_RUNNING, Job, parse_iso
 from spacrq.watching import Button, Row
 
 __all__ = ["JobFacts", "Button", "Controls", "PaneState", "Progress", "FINISHED_STATUSES",
@@ -286,7 +286,8 @@ class Ending:
     notice: str
 
 
-def ending(runner: Mapping[str, Any], counted: Progress, name: str) -> Ending:
+def ending(runner: Mapping[str, Any], counted: Progress, name: str,
+           jobs: Sequence[Job] = ()) -> Ending:
     """The line the pane shows when the runner it watched is gone.
 
     The reason comes from what the ending runner itself wrote in
@@ -294,13 +295,17 @@ def ending(runner: Mapping[str, Any], counted: Progress, name: str) -> Ending:
     earlier run (an abort before a Resume) may have left there.  A runner
     that crashed or was killed wrote nothing: it ends with a sentence saying
     so, and that Resume adopts the job it left running (or records how that
-    job ended), instead of any old reason.
+    job ended), instead of any old reason.  That job is the one the queue file
+    shows ``running`` (``jobs``: the queue's, as last read), which is current at every
+    transition; ``runner.json``'s ``current_job`` is written at most a few
+    times a second and may still name a job before it.
     """
     state = str(runner.get("state") or "ended")
     summary = counted.summary or "no jobs"
     notice = f"Queue {name} {state}: {summary}"
     if state == "crashed":
-        job = runner.get("current_job")
+        running = [j.id for j in jobs if j.status == STATUS_RUNNING]
+        job = ", ".join(running) if running else runner.get("current_job")
         error = runner.get("error")
         where = f"while {job} was running" if job else "mid-run"
         why = f" ({error})" if error else ""

@@ -140,7 +140,7 @@ class QueueRunning:
 
     def _announce_end(self) -> None:
         """One line (and one notification) when the night's queue ends (words: the core's)."""
-        said = ending(self.runner, self._progress, self.queue.name)
+        said = ending(self.runner, self._progress, self.queue.name, self.queue.jobs)
         if self.path is not None:
             self.queue_ended.emit(str(self.path))
         self.notify.emit(said.notice)

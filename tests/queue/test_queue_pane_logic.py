@@ -272,6 +272,16 @@ def test_a_crashed_runner_says_it_crashed_not_an_old_reason():
     assert "1 succeeded, 1 running, 1 not run, 1 pending" in said.message
 
 
+def test_a_crashed_runner_names_the_job_the_file_shows_running_not_its_lagging_record():
+    """runner.json is written at most a few times a second: after a burst of short jobs its
+    current_job still named j14 while j17 ran (5 of 8 kills)."""
+    from spacrq.queue.pane import ending
+    jobs = [_job("j14", "success"), _job("j17", "running"), _job("j18")]
+    said = ending({"alive": False, "state": "crashed", "current_job": "j14"},
+                  progress(rows(jobs)), "n", jobs)
+    assert "while j17 was running" in said.message and "j14" not in said.message
+
+
 def test_a_runner_that_ended_gives_its_own_reason():
     from spacrq.queue.pane import ending
     shown = rows([_job("a", "success"), _job("b", "not_run")])
