@@ -79,8 +79,15 @@ def _top_level_names(origin: str, _mtime: int, _size: int) -> frozenset | None:
                 if alias.name == "*":
                     return None  # whatever the other module holds
                 names.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(node, (ast.Name,)) and isinstance(node.ctx, ast.Store):
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return None  # e.g. sys.modules[__name__].work = f: names made at run time
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in ("globals", "setattr", "exec"):
             return None  # names made at run time

@@ -26,7 +26,7 @@ from spacrq.procs import ProcessRef, is_alive, stop_group
 from spacrq.queue.control import Control
 from spacrq.queue.model import Job, now_iso, parse_iso
 from spacrq.queue.supervise import exit_record_path
-from spacrq.runfiles import RunFileError, append_text, read_jsonl
+from spacrq.runfiles import JsonlTail, RunFileError, append_text
 
 FINISHED, RUNNING, UNKNOWN = "finished", "running", "unknown"
 
@@ -55,10 +55,13 @@ def examine(job: Job) -> Record:
     """What became of ``job``'s attempt (the one that started at ``job.started``)."""
     if not job.log_path or not job.started:
         return Record(UNKNOWN, why="the queue file does not say where its log is")
+    tail = JsonlTail(exit_record_path(job.log_path))
     try:
-        lines = read_jsonl(exit_record_path(job.log_path))
-    except (OSError, RunFileError):
-        lines = []
+        lines = tail.read()
+        unreadable = (f"{tail.bad_lines} line(s) of it are not records"
+                      if tail.bad_lines else "")
+    except (OSError, RunFileError) as exc:
+        lines, unreadable = [], str(getattr(exc, "strerror", None) or exc).splitlines()[0]
     mine = [line for line in lines if isinstance(line, dict) and line.get("key") == job.started]
     start = next((ln for ln in mine if "pid" in ln), {})
     end = next((ln for ln in mine if "exit_code" in ln), {})
@@ -71,6 +74,9 @@ def examine(job: Job) -> Record:
         record.state = RUNNING  # the job just ended; its supervisor is writing it down
     elif start:
         record.why = "its runner and its supervisor both died before its end was written down"
+    elif unreadable:  # (lines of earlier attempts only: the usual case below)
+        record.why = (f"its exit record {exit_record_path(job.log_path)} cannot be read "
+                      f"({unreadable})")
     else:
         record.why = "its runner died before the job was started, or before that was written down"
     return record

@@ -95,6 +95,9 @@ def cmd_add(args: argparse.Namespace) -> int:
         if args.module != "command":
             raise CliError("a program after '--' is only for the command module; use --settings "
                            "or --set for other modules")
+        if args.settings:
+            raise CliError("--settings and a program after '--' both give the command's "
+                           "settings; give one of them (a settings file may hold argv)")
         settings = {"argv": list(args.program)}
     cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
     if settings and isinstance(settings, str):

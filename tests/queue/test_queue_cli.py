@@ -57,6 +57,7 @@ def test_add_creates_the_file_and_records_the_job(qfile, tmp_path):
     (["command", "--retries", "x", "--", "true"], "must be a number"),
     (["command", "--env", "NOEQUALS", "--", "true"], "is not NAME=value"),
     (["python", "--", "true"], "only for the command module"),
+    (["command", "--settings", "s.csv", "--", "true"], "give one of them"),
     (["python", "--settings", "missing.csv"], "settings file not found"),
     (["command", "--", "no-such-program-xyz"], "is not on PATH"),
 ])

@@ -424,3 +424,18 @@ def test_jobs_after_a_supervisor_died_run_under_a_new_one(tmp_path):
     assert starts == ["start:j0", "start:j1", "start:j2"]  # each once
     assert "new supervisor" in Path(load_queue(path).jobs[1].log_path).read_text()
 
+
+@pytest.mark.parametrize("record", [b"\x00\xff garbage\n", None])
+def test_an_unreadable_exit_record_is_named_as_the_reason_not_a_runner_that_never_started(
+        tmp_path, record):
+    log = tmp_path / "01_a.log"
+    log.write_text("# spacrq job a\n")
+    where = Path(exit_record_path(str(log)))
+    if record is None:
+        where.mkdir()  # a folder in its place
+    else:
+        where.write_bytes(record)
+    job = Job(module="command", id="a", settings={"argv": ["true"]})
+    job.log_path, job.started, job.status = str(log), "2026-12-01T01:00:00+00:00", "running"
+    found = examine(job)
+    assert found.state == "unknown" and f"its exit record {where} cannot be read" in found.why

@@ -189,4 +189,13 @@ def test_a_python_target_naming_a_function_its_module_lacks_is_refused_when_adde
     # a module whose names are made at run time cannot be judged from its source: not refused
     (tmp_path / "mylab_dynamic.py").write_text("from os.path import *\n")
     add_checked(queue, Job(module="python", id="dyn", settings={"target": "mylab_dynamic:anything"}))
-    assert [j.id for j in queue.jobs] == ["ok-segment", "ok-Stage", "ok-THRESHOLD", "ok-os", "dyn"]
+    # names bound in other ways are names too
+    (tmp_path / "mylab_other.py").write_text(
+        "import sys\ntry:\n    import nothing_here\nexcept ImportError as work:\n    pass\n"
+        "match 1:\n    case other:\n        pass\n")
+    (tmp_path / "mylab_setattr.py").write_text("import sys\nsys.modules[__name__].late = len\n")
+    for name, target in (("exc", "mylab_other:work"), ("match", "mylab_other:other"),
+                         ("setattr", "mylab_setattr:late")):
+        add_checked(queue, Job(module="python", id=name, settings={"target": target}))
+    assert [j.id for j in queue.jobs] == ["ok-segment", "ok-Stage", "ok-THRESHOLD", "ok-os", "dyn",
+                                          "exc", "match", "setattr"]
