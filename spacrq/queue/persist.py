@@ -118,23 +118,27 @@ class QueueWriter:
         """Make every change so far durable; the jobs somebody added meanwhile (now queued).
 
         One fsync of the journal makes the transitions durable; in ``"file"``
-        mode the file is then replaced (atomically, without an fsync of its
-        own) so it shows them too.  Every few hundred lines, or a minute,
-        the file itself is made durable and the journal emptied.
+        mode the file is replaced first (atomically, without an fsync of its
+        own) so it shows them too — first, so that a runner killed between the
+        two leaves a file ahead of its journal, never one still showing a job
+        that finished as running (a reader of the file alone would run it
+        again); both are done before the next job starts.  Every few hundred
+        lines, or a minute, the file itself is made durable and the journal
+        emptied.
         """
         if self.journal is None:
             return self.write(durable=True)
+        due = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))
+        checkpoint = self.problem or self._lines >= due or (
+            self._lines and time.monotonic() - self._last_write > CHECKPOINT_SECONDS)
+        added = self.write(durable=False) if self.mode == "file" and not checkpoint else []
         try:
             self.journal.flush()
         except OSError as exc:
             self._failed(exc, "sync the journal")
-        due = max(CHECKPOINT_MIN_LINES, 4 * len(self.queue.jobs))
-        if self.problem or self._lines >= due or (
-                self._lines and time.monotonic() - self._last_write > CHECKPOINT_SECONDS):
-            return self.write(durable=True)
-        if self.mode == "file":
-            return self.write(durable=False)
-        return []
+        if checkpoint or self.problem:
+            return added + self.write(durable=True)
+        return added
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
