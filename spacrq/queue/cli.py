@@ -64,6 +64,8 @@ def _positive(kind: type, what: str):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a number, not {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number, not {text!r}")
         if value < 0:
             raise argparse.ArgumentTypeError(f"{what} cannot be negative")
         return value
@@ -104,7 +106,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         settings = os.path.abspath(settings)
     job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
               overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
-              retries=args.retries or 0, env=env, cwd=cwd)
+              retries=args.retries or 0, retry_delay=args.retry_delay or 0.0, env=env, cwd=cwd)
     # Everything that can be refused is refused before the queue's lock (and logs folder) is
     # made, against the file as it is now: a refused add changes no file.  The whole check
     # runs again under the lock, against the file as it is then.
@@ -386,6 +388,9 @@ def register(subparsers: Any) -> None:
                      help="stop the job and fail it after this long (default: none)")
     add.add_argument("--retries", type=_positive(int, "--retries"), default=0,
                      help="run a failed job again up to this many times (default 0)")
+    add.add_argument("--retry-delay", type=_positive(float, "--retry-delay"), default=0.0,
+                     metavar="SECONDS",
+                     help="wait this long before each retry (default 0: at once)")
     add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                      help="an environment variable the job gets (repeat for more)")
     add.add_argument("--cwd", help="folder the job runs in (default: this one)")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -268,7 +269,8 @@ class _Run:
             if job.attempts <= job.retries and kind != "ConfigurationError" \
                     and not self.control.request():
                 self._retrying(job, kind, message)
-                continue
+                if self._waited_to_retry(job):
+                    continue
             job.run_status = collect(folders, before) if folders else None
             return self._failed(i, job, code, kind, message)
 
@@ -366,8 +368,25 @@ class _Run:
 
     def _retrying(self, job: Job, kind: str, message: str) -> None:
         left = job.retries - job.attempts + 1
-        adopt.note(job, f"# attempt {job.attempts} failed ({kind}: {message}); retrying "
+        when = f" in {job.retry_delay:g}s" if job.retry_delay else ""
+        adopt.note(job, f"# attempt {job.attempts} failed ({kind}: {message}); retrying{when} "
                         f"({left} {'retry' if left == 1 else 'retries'} left)")
+
+    def _waited_to_retry(self, job: Job) -> bool:
+        """Wait ``job.retry_delay`` before its next attempt, the runner's heartbeat going on;
+        False (no more attempts: it ends with the one that failed) when a stop or abort is
+        asked meanwhile."""
+        end = time.monotonic() + job.retry_delay
+        beat = time.monotonic()
+        while time.monotonic() < end:
+            if self.control.request() or (self.stop_flag is not None and self.stop_flag()):
+                adopt.note(job, "# spacrq: not retried: a stop was asked while it waited")
+                return False
+            if time.monotonic() - beat >= 2.0:
+                beat = time.monotonic()
+                _safe(self.heartbeat)
+            time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+        return True
 
     # -- a job its dead runner left running ---------------------------------------
     def take_over(self, i: int, job: Job) -> None:

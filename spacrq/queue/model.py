@@ -144,7 +144,9 @@ class Job:
     inline dict; ``overrides`` are ``key=value`` strings applied on top (a
     mapping is accepted and normalised).  ``timeout`` (seconds) stops a job
     that runs longer and fails it as ``Timeout``; ``retries`` reruns a failed
-    job at most that many more times; ``env`` adds environment variables and
+    job at most that many more times, each ``retry_delay`` seconds after the
+    failure (0: at once; a share that blinked or an instrument that is busy is
+    usually back a little later); ``env`` adds environment variables and
     ``cwd`` is where the job runs (``spacrq queue add`` records the directory
     it was called from, so relative paths mean what they meant then).
     """
@@ -164,6 +166,7 @@ class Job:
     run_status: dict | None = None
     timeout: float | None = None
     retries: int = 0
+    retry_delay: float = 0.0
     attempts: int = 0
     env: dict = field(default_factory=dict)
     cwd: str = ""
@@ -235,6 +238,7 @@ class Job:
             ("exit_code", self.exit_code), ("error", self.error),
             ("log_path", self.log_path), ("run_status", self.run_status),
             ("timeout", self.timeout), ("retries", self.retries),
+            ("retry_delay", self.retry_delay),
             ("attempts", self.attempts), ("env", dict(self.env)), ("cwd", self.cwd),
             ("failure_kind", self.failure_kind), ("process", self.process),
             ("ran_with", self.ran_with),
@@ -295,6 +299,16 @@ class Job:
                 raise QueueError(f'{where} has "timeout": {_short(timeout)}; give seconds as a '
                                  "number or null for none") from None
         retries = _whole(data, "retries", where)
+        delay = data.get("retry_delay")
+        try:
+            if isinstance(delay, (bool, str)):
+                raise TypeError
+            delay = 0.0 if delay is None else float(delay)
+            if not 0 <= delay < float("inf"):
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
+            raise QueueError(f'{where} has "retry_delay": {_short(delay)}; give the seconds to '
+                             "wait before a retry as a number, 0 for none") from None
         attempts = _whole(data, "attempts", where)
         env = data.get("env") or {}
         if not isinstance(env, dict) or not all(
@@ -322,7 +336,8 @@ class Job:
             started=text["started"], finished=text["finished"],
             exit_code=exit_code, error=text["error"], log_path=text["log_path"],
             run_status=extras["run_status"],
-            timeout=timeout, retries=max(0, retries), attempts=max(0, attempts),
+            timeout=timeout, retries=max(0, retries), retry_delay=delay,
+            attempts=max(0, attempts),
             env={str(k): str(v) for k, v in env.items()}, cwd=text["cwd"],
             failure_kind=text["failure_kind"], process=extras["process"],
             ran_with=extras["ran_with"],

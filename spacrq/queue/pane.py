@@ -506,8 +506,9 @@ def edit_refusal(runner: Mapping[str, Any] | None, action: str = "edit the queue
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_timeout(text: str) -> tuple[float | None, str | None]:
-    """``"90"``, ``"90s"``, ``"30m"``, ``"2h"``, ``"1h30m"`` or empty -> ``(seconds or None, error)``."""
+def parse_timeout(text: str, what: str = "timeout") -> tuple[float | None, str | None]:
+    """``"90"``, ``"90s"``, ``"30m"``, ``"2h"``, ``"1h30m"`` or empty -> ``(seconds or None, error)``
+    (``what``: the field named in the error, a timeout or a retry delay)."""
     text = text.strip().lower().replace(" ", "")
     if not text or text in ("none", "0"):
         return None, None
@@ -529,7 +530,7 @@ def parse_timeout(text: str) -> tuple[float | None, str | None]:
         for number, unit in pieces:
             total += float(number) * _UNITS[unit]
     except (ValueError, KeyError):
-        return None, (f"the timeout {text!r} is not a duration; write it like 90s, 30m, 2h or "
+        return None, (f"the {what} {text!r} is not a duration; write it like 90s, 30m, 2h or "
                       "1h30m, or leave it empty for none")
     if total <= 0:
         return None, None

@@ -151,6 +151,10 @@ def validate_job(job: Job, queue: Queue | None = None,
     if job.timeout is not None and job.timeout <= 0:
         problems.append(Problem(jid, ERROR, f"timeout {job.timeout} is not a positive number "
                                 "of seconds", "Give a positive timeout, or none."))
+    if job.retry_delay and not job.retries:
+        problems.append(Problem(jid, WARNING, f"it waits {job.retry_delay:g}s before a retry, "
+                                "but it is never retried (retries is 0)",
+                                "Give it retries, or leave the delay out."))
     try:
         settings = resolve_settings(spec.name, spec.defaults, job.settings, job.override_args,
                                     cwd=job.cwd or None, open_keys=_open_keys(spec))

@@ -70,6 +70,11 @@ class JobEditor(QGroupBox):
         self.retries = QSpinBox()
         self.retries.setRange(0, 9)
         self.retries.setToolTip("Run a failed job again at most this many more times.")
+        self.retry_delay = QLineEdit()
+        self.retry_delay.setPlaceholderText("at once")
+        self.retry_delay.setToolTip("How long to wait before each retry (30s, 5m; empty = at "
+                                    "once): a share or an instrument is often back a little later.")
+        self.retry_delay.setMaximumWidth(80)
         self.add_button = QPushButton("Add job")
         self.add_button.setToolTip("Check this job and add it to the end of the queue (Enter).")
         self.add_button.setDefault(True)
@@ -102,6 +107,8 @@ class JobEditor(QGroupBox):
         extra.addWidget(self.timeout)
         extra.addWidget(QLabel("Retries"))
         extra.addWidget(self.retries)
+        extra.addWidget(QLabel("after"))
+        extra.addWidget(self.retry_delay)
         extra.addWidget(self.about, 1)
         extra.addWidget(self.add_button)
         grid.addLayout(extra, 2, 0, 1, 6)
@@ -110,7 +117,7 @@ class JobEditor(QGroupBox):
         grid.setColumnStretch(5, 2)
 
         for field in (self.main, self.settings, self.label, self.after, self.overrides,
-                      self.timeout):
+                      self.timeout, self.retry_delay):
             field.returnPressed.connect(self.submitted)
         self.add_button.clicked.connect(self.submitted)
         self.browse.clicked.connect(self._choose_settings)
@@ -185,6 +192,9 @@ class JobEditor(QGroupBox):
         timeout, problem = parse_timeout(self.timeout.text())
         if problem:
             return None, problem
+        delay, problem = parse_timeout(self.retry_delay.text(), what="retry delay")
+        if problem:
+            return None, problem
         settings: str | dict = self.settings.text().strip()
         main = MAIN_SETTING.get(module)
         text = self.main.text().strip()
@@ -204,7 +214,7 @@ class JobEditor(QGroupBox):
         return Job(module=module, settings=settings,
                    label=self.label.text().strip(), overrides=overrides,
                    depends_on=parse_after(self.after.text()), timeout=timeout,
-                   retries=self.retries.value()), None
+                   retries=self.retries.value(), retry_delay=delay or 0.0), None
 
     def fill_from(self, job: Job) -> None:
         """Put a job's fields back in the editor: the start of "same again, but…"."""
@@ -221,6 +231,7 @@ class JobEditor(QGroupBox):
         self.overrides.setText(" ".join(_quoted(a) for a in job.override_args))
         self.timeout.setText(f"{job.timeout:g}s" if job.timeout else "")
         self.retries.setValue(int(job.retries or 0))
+        self.retry_delay.setText(f"{job.retry_delay:g}s" if job.retry_delay else "")
 
     def clear_for_next(self) -> None:
         """After an add, keep the fields but the label: the next job is usually a variation."""

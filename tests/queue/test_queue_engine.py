@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,43 @@ def test_retries_are_bounded_and_counted(tmp_path):
     back = {j.id: j for j in load_queue(path).jobs}
     assert (back["flaky"].status, back["flaky"].attempts) == ("success", 3)
     assert (back["hopeless"].status, back["hopeless"].attempts) == ("failed", 2)
+
+
+def test_a_retry_waits_its_delay_and_a_stop_meanwhile_ends_the_retries(tmp_path):
+    from spacrq.queue.runner import request_stop
+    queue, path = _queue(tmp_path, _cmd("flaky", retries=2, retry_delay=0.3))
+    times = []
+    script = Script({"flaky": [1, 1, 0]}, on_run=lambda job: times.append(time.monotonic()))
+    run_queue(queue, path, runner=script)
+    job = load_queue(path).jobs[0]
+    assert (job.status, job.attempts, job.retry_delay) == ("success", 3, 0.3)
+    assert all(b - a >= 0.3 for a, b in zip(times, times[1:]))  # (a floor, not a timing)
+
+    (tmp_path / "stopped").mkdir()
+    queue, path = _queue(tmp_path / "stopped", _cmd("flaky", retries=5, retry_delay=30))
+    import threading
+    later = threading.Timer(0.3, request_stop, [path])  # asked while the retry waits
+    script = Script({"flaky": 1}, on_run=lambda job: later.start())
+    try:
+        result = run_queue(queue, path, runner=script)
+    finally:
+        later.cancel()
+        later.join()
+    job = load_queue(path).jobs[0]
+    assert script.ran == ["flaky"] and job.status == "failed" and not result.ok
+    log = Path(job.log_path).read_text()
+    assert "retrying in 30s (5 retries left)" in log
+    assert "not retried: a stop was asked while it waited" in log
+
+
+def test_a_retry_delay_is_kept_in_the_file_and_refused_when_it_is_not_a_duration(tmp_path):
+    queue, path = _queue(tmp_path, _cmd("a", retries=1, retry_delay=90))
+    assert json.loads(path.read_text())["jobs"][0]["retry_delay"] == 90
+    for bad in (-1, "soon", float("inf"), True):
+        data = json.loads(path.read_text())
+        data["jobs"][0]["retry_delay"] = bad
+        with pytest.raises(QueueError, match='"retry_delay"'):
+            Queue.from_dict(json.loads(json.dumps(data).replace("Infinity", "1e999")))
 
 
 def test_a_job_its_module_refused_is_not_retried(tmp_path):
