@@ -11,6 +11,13 @@ no umask loosens it (``$XDG_RUNTIME_DIR/spacrq``, else the state folder, else
 a private folder under the temporary directory): another account on the
 workstation can neither call the window nor squat the lock.
 
+The lock is taken twice: in that private folder, and in the workspace itself
+(``.spacrq-window.lock``, holding the window's socket path).  The private
+folder depends on the environment (``XDG_RUNTIME_DIR`` is set by a desktop
+login, not by ``su``, cron or some ssh shells), so two launches with different
+environments would not see each other's lock there; the workspace's own lock
+they always share, and it says where to call the window.
+
 Taking the lock costs microseconds and happens before the window paints; the
 socket (QtNetwork) starts listening right after the first paint, and a
 second launch in that moment waits for it, up to a few seconds.
@@ -69,6 +76,41 @@ def instance_dir() -> Path:
                   f"{tempfile.gettempdir()} is writable")
 
 
+#: the workspace's own window lock (see the module's docstring)
+WORKSPACE_LOCK = ".spacrq-window.lock"
+
+
+def _locked(path: str) -> int | None:
+    """``path`` opened and flocked; None when another live process holds it.
+    :raises OSError: it cannot be opened (its folder is not writable, a link is there)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _ours(socket: str) -> bool:
+    """Whether ``socket`` (read from the workspace's lock) is in a private folder of this
+    user's, as every spacrq window's is: a name planted in the file calls nobody else."""
+    try:
+        info = os.lstat(os.path.dirname(socket))
+    except (OSError, ValueError):
+        return False
+    return (socket.startswith("/") and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+            and stat.S_IMODE(info.st_mode) == 0o700)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 class SingleInstance:
     """The workspace's lock and, once :meth:`listen` ran, its "show yourself" socket."""
 
@@ -76,28 +118,38 @@ class SingleInstance:
         self.folder = folder or instance_dir()
         self.name = str(self.folder / server_name(root))
         self.lock_path = self.name + ".lock"
+        self.workspace_lock = str(Path(root) / WORKSPACE_LOCK)
         self._fd: int | None = None
+        self._workspace_fd: int | None = None
         self.server = None
 
     def acquire(self) -> bool:
-        """Take the lock; False when another live process holds it."""
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        """Take the locks; False when another live process holds either (then
+        :meth:`signal_running` calls that window, wherever its socket is)."""
+        fd = _locked(self.lock_path)
+        if fd is None:
             return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        try:
+            wfd = _locked(self.workspace_lock)
+        except OSError:  # a workspace that cannot hold the file: the private lock alone
+            wfd = -1
+        if wfd is None:  # open from another environment: call the window where it listens
+            os.close(fd)
+            other = _read(self.workspace_lock).split("\n")
+            if len(other) >= 2 and _ours(other[1]):
+                self.name, self.lock_path = other[1], other[1] + ".lock"
+            self._other_pid = other[0]
+            return False
+        for handle in (fd, wfd):
+            if handle >= 0:
+                os.ftruncate(handle, 0)
+                os.write(handle, f"{os.getpid()}\n{self.name}\n".encode())
+        self._fd, self._workspace_fd = fd, (wfd if wfd >= 0 else None)
         return True
 
     def holder(self) -> str:
         """The process id written by whoever holds the lock, or '' if unreadable."""
-        try:
-            return Path(self.lock_path).read_text().strip()
-        except OSError:
-            return ""
+        return getattr(self, "_other_pid", "") or _read(self.lock_path).split("\n")[0].strip()
 
     def listen(self):
         """Start answering second launches (call after acquire)."""
@@ -133,7 +185,9 @@ class SingleInstance:
         if self.server is not None:
             self.server.close()
             self.server = None
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        for name in ("_workspace_fd", "_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                setattr(self, name, None)

@@ -121,3 +121,29 @@ def test_a_workspace_that_cannot_be_used_is_one_sentence_and_exit_2(tmp_path, pr
     assert out.returncode == 2
     assert out.stderr.startswith("spacrq: ") and out.stderr.count("\n") == 1
     assert "Traceback" not in out.stderr and str(target) in out.stderr
+
+
+def test_a_launch_from_another_environment_still_finds_the_open_window(qapp, private_env,
+                                                                       tmp_path, workspace,
+                                                                       monkeypatch):
+    """The private folder follows XDG_RUNTIME_DIR, which su, cron and some ssh shells do not
+    set: two windows opened on one workspace side by side.  The workspace's own lock is
+    shared whatever the environment, and it says where the open window listens."""
+    first = app.SingleInstance(str(workspace.root))
+    assert first.acquire()
+    first.listen()
+    try:
+        monkeypatch.delenv("XDG_RUNTIME_DIR")  # a shell without a desktop login
+        second = app.SingleInstance(str(workspace.root))
+        assert second.folder != first.folder
+        assert not second.acquire()
+        assert second.name == first.name and second.holder() == str(os.getpid())
+        assert second.signal_running(wait=2.0)  # it reached the open window's socket
+        # a socket name planted in the workspace's lock, outside a private folder: not called
+        (tmp_path / "planted").mkdir(mode=0o755)
+        assert not app._ours(str(tmp_path / "planted" / "sock"))
+    finally:
+        first.release()
+    third = app.SingleInstance(str(workspace.root))
+    assert third.acquire()  # released: free again
+    third.release()
