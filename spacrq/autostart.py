@@ -234,7 +234,7 @@ def install(env: Mapping[str, str] | None = None, *, use_systemd: bool | None = 
     systemd = has_systemd() if use_systemd is None else use_systemd
     notes: list[str] = []
     target = unit_path(env) if systemd else entry_path(env)
-    refuse_link(target, "the autostart file")
+    refuse_link(target, "autostart file", "remove the link, and spacrq writes a file of its own there")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         text = unit_text() if systemd else entry_text()

@@ -127,6 +127,8 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and (argv[0] == "--workspace" or argv[0].startswith("--workspace=")):
+        argv = ["gui", *argv]  # bare `spacrq` opens the window: so does `spacrq --workspace A`
     if not argv:
         from spacrq.ui.app import main as gui_main
         return gui_main([])

@@ -103,12 +103,15 @@ def install_desktop(env: Mapping[str, str] | None = None,
     data = data_home(env)
     entry = data / "applications" / ENTRY
     written = []
+    own = "remove the link, and spacrq writes a file of its own there"
     try:
+        # every refusal before anything is written: a refused install changes no file
+        for _, target in _targets(data):
+            refuse_link(target, "icon file", own)
+        refuse_link(entry, "menu entry", own)
         for source, target in _targets(data):
-            refuse_link(target, "an icon file")
             target.parent.mkdir(parents=True, exist_ok=True)
             written.append(write_bytes(target, source.read_bytes()))
-        refuse_link(entry, "the menu entry")
         entry.parent.mkdir(parents=True, exist_ok=True)
         written.append(write_text(entry, entry_for(list(argv or launcher_argv()))))
     except RunFileError as exc:

@@ -521,17 +521,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def refuse_link(path: str | os.PathLike, what: str = "folder") -> Path:
+def refuse_link(path: str | os.PathLike, what: str = "folder", fix: str = "") -> Path:
     """``path``, or :class:`RunFileError` when it is a symbolic link.
 
     For run directories and the files a command is about to write: spacrq
     writes only where the operator's folder really is, never where a link
-    planted in it points.
+    planted in it points.  ``what`` names it ("run folder"); ``fix`` is the
+    advice when "use the … it points to" is not (a file spacrq makes itself).
     """
     target = Path(path)
     if target.is_symlink():
         raise RunFileError(f"{target} is a symbolic link; spacrq does not write through links: "
-                           f"use the {what} it points to directly", target)
+                           + (fix or f"use the {what} it points to directly"), target)
     return target
 
 

@@ -117,9 +117,12 @@ def test_install_desktop_never_writes_through_a_link(tmp_path):
     elsewhere = tmp_path / "someone-elses.desktop"
     elsewhere.write_text("keep me")
     (apps / "spacrq.desktop").symlink_to(elsewhere)
-    with pytest.raises(DesktopError, match="symbolic link"):
+    with pytest.raises(DesktopError, match="symbolic link.*remove the link, and spacrq writes "
+                                           "a file of its own there"):
         install_desktop({"HOME": str(tmp_path)}, ["/x/spacrq"])
     assert elsewhere.read_text() == "keep me"
+    # refused before anything was written: no icon either
+    assert not (tmp_path / ".local" / "share" / "icons").exists()
 
 
 def test_install_desktop_command(tmp_path, monkeypatch, capsys):

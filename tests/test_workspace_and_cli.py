@@ -195,3 +195,13 @@ def test_spacrq_demo_with_a_display_opens_the_window_and_starts_the_night(monkey
     monkeypatch.setitem(sys.modules, "spacrq.ui.app", fake)
     assert cli.main(["demo", "--workspace", "/somewhere"]) == 0
     assert asked == [["--workspace", "/somewhere", "--demo"]]
+
+
+def test_spacrq_with_only_a_workspace_opens_the_window_on_it(monkeypatch, tmp_path):
+    """Bare `spacrq` opens the window, so an operator types `spacrq --workspace A` too: it
+    was refused as an unknown command named after the folder."""
+    opened = []
+    monkeypatch.setattr("spacrq.ui.app.main", lambda argv: opened.append(argv) or 0)
+    for argv in (["--workspace", str(tmp_path)], [f"--workspace={tmp_path}"]):
+        assert cli.main(argv) == 0
+    assert opened == [["--workspace", str(tmp_path)]] * 2
