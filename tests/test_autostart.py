@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -215,8 +216,14 @@ def test_a_marked_queue_is_resumed_after_its_runner_died_with_the_machine(home, 
     kill_as_a_reboot_would(path)
     assert runner_state(path)["state"] == "crashed"
 
-    proc = subprocess.run(au.autostart_argv(), capture_output=True, text=True, timeout=120,
+    # the same boot: the runner died, but not with the machine — left for the operator
+    same = subprocess.run(au.autostart_argv(), capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, HOME=str(home)))
+    assert same.returncode == 0 and "died on this boot, not with the machine" in same.stdout
+    assert runner_state(path)["state"] == "crashed"
+    # the machine started again after the runner did (as after a reboot)
+    proc = subprocess.run(au.autostart_argv(), capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, HOME=str(home), SPACRQ_BOOTED_AT=str(time.time())))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("resumed as process ")
     wait_until(lambda: (runner_state(path) or {}).get("state") == "finished",
@@ -298,3 +305,15 @@ def test_the_autostart_waits_for_a_share_mounted_late(home, tmp_path, monkeypatc
     assert naps and [o.reason for o in outcomes] == ["it never ran"]  # found, not "gone"
     path.rename(hidden)
     assert [o.action for o in au.resume_marked(notify=False)] == ["refused"]  # no wait: gone
+
+
+def test_damaged_marks_are_said_where_an_unattended_start_can_be_read(home, monkeypatch):
+    """`autostart run` at login with a damaged marks file said it on stderr alone: nobody
+    sees that at login, and the night silently did not resume."""
+    marks = au._marks_path()
+    marks.parent.mkdir(parents=True, exist_ok=True)
+    marks.write_text("garbage")
+    with pytest.raises(au.AutostartError):
+        au.resume_marked(notify=False)
+    log = (au.state_dir() / au.LOG_FILE).read_text()
+    assert "refused:" in log and "delete it and mark the queues again" in log
