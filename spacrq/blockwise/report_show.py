@@ -61,17 +61,25 @@ def _default_path(workspace: str | None) -> Path:
     return runs
 
 
-def _from_runs_file(path: Path, notes: list[str]) -> TaskReport | None:
+def _from_runs_file(path: Path, notes: list[str], why: list[str] | None = None
+                    ) -> TaskReport | None:
+    """The last run report of ``path``; ``why`` gets what is wrong with its lines."""
     tail = RunsTail(path)
     runs = tail.read()
+    found = []
     if tail.unreadable:
         notes.append(tail.unreadable)
+        found.append(tail.unreadable)
     if tail.bad_lines:
-        why = f" (the last: {tail.last_problem})" if tail.last_problem else ""
-        notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped{why}")
+        last = f" (the last: {tail.last_problem})" if tail.last_problem else ""
+        notes.append(f"{tail.bad_lines} damaged line(s) in {path} were skipped{last}")
+        found.append(f"{tail.bad_lines} damaged line(s)")
     if tail.torn:
         notes.append(f"the last line of {path} is cut off (a run stopped while writing its "
                      "report); the runs before it are shown")
+        found.append("its last line is cut off")
+    if why is not None:
+        why.extend(found)
     return runs[-1] if runs else None
 
 
@@ -83,7 +91,11 @@ def collect(path: Path, notes: list[str],
     """
     sources = {} if sources is None else sources
     if path.is_file():
-        report = _from_runs_file(path, notes)
+        why: list[str] = []
+        report = _from_runs_file(path, notes, why)
+        if report is None and why:  # it holds lines, none of them a report: say what they are
+            _fail(f"{path} holds no readable run report ({', '.join(why)}); pass a runs.jsonl "
+                  "written by a blockwise run, a tracking store, or a folder of them")
         if report is None:
             _fail(f"{path} holds no run report; pass a runs.jsonl written by a blockwise run, "
                   "a tracking store, or a folder of them")

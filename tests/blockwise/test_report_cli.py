@@ -118,7 +118,7 @@ def test_torn_runs_file_shows_the_runs_before_it(report_cmd, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["{tmp}/missing"], "does not exist"),
-    (["{tmp}/garbage.jsonl"], "holds no run report"),
+    (["{tmp}/garbage.jsonl"], "holds no readable run report (1 damaged line(s))"),
     (["{runs}", "--task", "nope"], "there is no task 'nope'"),
     (["{runs}", "--block", "1"], "add --task ID"),
     (["{runs}/smooth", "--block", "99"], "outside the task's 12 blocks"),
@@ -186,3 +186,14 @@ def test_history_of_a_store_with_no_finished_run(report_cmd, tmp_path, capsys):
     fill_blocks(g, [(0, 0)], start=5.0, wall=[0.1])
     assert report_cmd(tmp_path / "live", "--history") == 0
     assert "no finished run yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("body, why", [(b"\x00\xff garbage\n", "1 damaged line(s)"),
+                                       (b'{"task_id": "t", "bloc', "its last line is cut off")])
+def test_a_runs_file_with_no_readable_report_says_what_its_lines_are(tmp_path, capsys, body, why):
+    """It said 'holds no run report', as for an empty file, and hid that its lines were damaged."""
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(body)
+    assert cli.main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"holds no readable run report ({why})" in err and err.count("\n") == 1
