@@ -145,9 +145,13 @@ def validate_job(job: Job, queue: Queue | None = None,
         return problems + [Problem(jid, ERROR, str(exc), "Fix the module's installation, or "
                                    "remove this job.")] + deps
     if spec is None:
+        from spacrq.modules.spacr import module_names as spacr_modules
+        hint = "" if spacr_modules() else (
+            "; spaCR's steps (mask, measure, …) are modules once spaCR is installed in the "
+            "interpreter spacrq runs in (pip install spacr)")
         return problems + [Problem(jid, ERROR, f"unknown module {job.module!r}",
                                    f"Use one of: {', '.join(sorted(modules.names))} "
-                                   "(python -m spacrq.run --list).")] + deps
+                                   f"(python -m spacrq.run --list){hint}.")] + deps
     if job.timeout is not None and job.timeout <= 0:
         problems.append(Problem(jid, ERROR, f"timeout {job.timeout} is not a positive number "
                                 "of seconds", "Give a positive timeout, or none."))

@@ -199,3 +199,15 @@ def test_a_python_target_naming_a_function_its_module_lacks_is_refused_when_adde
         add_checked(queue, Job(module="python", id=name, settings={"target": target}))
     assert [j.id for j in queue.jobs] == ["ok-segment", "ok-Stage", "ok-THRESHOLD", "ok-os", "dyn",
                                           "exc", "match", "setattr"]
+
+
+def test_an_unknown_module_says_spacrs_steps_come_with_spacr_when_it_is_missing(monkeypatch):
+    import spacrq.modules.spacr as spacr_modules
+    monkeypatch.setattr(spacr_modules, "module_names", lambda: [])
+    with pytest.raises(QueueError, match=r"spaCR's steps \(mask, measure, …\) are modules once "
+                                         r"spaCR is installed"):
+        add_checked(Queue(), Job(module="mask", id="m"))
+    monkeypatch.setattr(spacr_modules, "module_names", lambda: ["mask"])
+    with pytest.raises(QueueError) as caught:
+        add_checked(Queue(), Job(module="maks", id="m"))
+    assert "once spaCR is installed" not in str(caught.value)
