@@ -123,11 +123,12 @@ def install_desktop(env: Mapping[str, str] | None = None,
 
 
 def remove_desktop(env: Mapping[str, str] | None = None) -> list[Path]:
-    """Take the menu entry and icons away again; returns the files removed."""
+    """Take the menu entry and icons away again; returns the files removed.  A link at one
+    of their paths is not spacrq's (it never makes one): it is left where it is."""
     data = data_home(env)
     removed = []
     for path in [data / "applications" / ENTRY] + [t for _s, t in _targets(data)]:
-        if path.is_file() or path.is_symlink():
+        if path.is_file() and not path.is_symlink():
             path.unlink()
             removed.append(path)
     return removed

@@ -154,3 +154,13 @@ def test_install_desktop_script_runs_the_command(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / ".local" / "share" / "applications" / "spacrq.desktop").is_file()
+
+
+def test_remove_desktop_leaves_a_link_it_did_not_make(tmp_path):
+    apps = tmp_path / ".local" / "share" / "applications"
+    apps.mkdir(parents=True)
+    mine = tmp_path / "my-own.desktop"
+    mine.write_text("[Desktop Entry]\n")
+    (apps / "spacrq.desktop").symlink_to(mine)
+    assert remove_desktop({"HOME": str(tmp_path)}) == []
+    assert (apps / "spacrq.desktop").is_symlink() and mine.read_text() == "[Desktop Entry]\n"
