@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -197,11 +197,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         holder["tray"] = _tray(window, icon)
 
     window.first_painted.connect(lambda: QTimer.singleShot(0, after_first_paint))
+    terminate = _close_on_terminate(window)
     code = app.exec()
+    terminate()
     holder["instance"].release()
     log.info("spacrq closed (exit %s)", code)
     guard.uninstall()
     return code
+
+
+def _close_on_terminate(window) -> Callable[[], None]:
+    """SIGTERM (a logout, a shutdown, ``kill``) closes the window as its close button does:
+    the window's state saved, the panes' pollers ended, "spacrq closed" in the log — rather
+    than the process vanishing mid-poll.  The signal wakes the event loop through a socket
+    Qt watches (a Python handler alone would wait for the loop to give Python a turn).
+    :returns: what undoes it, once the loop has ended."""
+    import signal
+    import socket
+
+    from PySide6.QtCore import QSocketNotifier
+    try:
+        read_end, write_end = socket.socketpair()
+        read_end.setblocking(False)
+        write_end.setblocking(False)
+        previous_fd = signal.set_wakeup_fd(write_end.fileno())
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)  # (the wakeup fd tells Qt)
+    except (OSError, ValueError):  # not the main thread, or no sockets: the default stays
+        return lambda: None
+    notifier = QSocketNotifier(read_end.fileno(), QSocketNotifier.Type.Read, window)
+
+    def woke() -> None:
+        try:
+            data = read_end.recv(64)
+        except OSError:
+            return
+        if signal.SIGTERM in data:
+            log.info("spacrq was asked to end (SIGTERM): closing the window")
+            window.close()
+    notifier.activated.connect(woke)
+
+    def undo() -> None:
+        notifier.setEnabled(False)
+        signal.signal(signal.SIGTERM, previous)
+        signal.set_wakeup_fd(previous_fd)
+        read_end.close()
+        write_end.close()
+    return undo
 
 
 if __name__ == "__main__":

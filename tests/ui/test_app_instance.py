@@ -147,3 +147,28 @@ def test_a_launch_from_another_environment_still_finds_the_open_window(qapp, pri
     third = app.SingleInstance(str(workspace.root))
     assert third.acquire()  # released: free again
     third.release()
+
+
+def test_sigterm_closes_the_window_as_its_close_button_does(private_env, workspace, tmp_path):
+    """A logout's SIGTERM ended the window mid-poll with exit 143: nothing saved, nothing
+    logged.  Now it closes the window (its state saved, its pollers ended) and says so."""
+    import signal
+
+    from spacrq.ui.crash import logs_dir
+    from waiting import wait_until
+    proc = subprocess.Popen([sys.executable, "-m", "spacrq", "gui", "--workspace",
+                             str(workspace.root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    try:
+        log = logs_dir() / "spacrq.log"
+        wait_until(lambda: log.is_file() and "opened" in log.read_text(), timeout=60,
+                   what="the window to open")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    text = log.read_text()
+    assert "asked to end (SIGTERM): closing the window" in text and "spacrq closed" in text
