@@ -185,7 +185,7 @@ def _apply_run_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _check_before_detaching(path: str, queue: Queue, resume: bool, retry_failed: bool) -> None:
+def _check_before_starting(path: str, queue: Queue, resume: bool, retry_failed: bool) -> None:
     """What the runner would refuse, refused here: exit 2, nothing started, no file made."""
     if resume or retry_failed:
         prepare_resume(queue, retry_failed)
@@ -220,7 +220,7 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         return done
     options = _apply_run_options(args)
     # a queue that cannot start is refused before anything is changed (--notify included)
-    _check_before_detaching(path, _load(path), resume, retry_failed)
+    _check_before_starting(path, _load(path), resume, retry_failed)
     if args.notify:
         _refuse_if_running(path, "be changed")
 

@@ -422,20 +422,17 @@ def controls(state: PaneState) -> Controls:
                    "Run order first.")
     else:
         unmoved = select_first if not selected else ""
-    if alive and state.stop_asked:  # the runner ends soon: it will not take the job in
-        editor = Button(True, "Line up one more job: a stop was asked, so it runs when the "
-                              "queue is resumed.")
-        add = Button(not state.checking, "Check this job and add it to the queue's file; a "
-                                         "stop was asked, so it runs when the queue is resumed "
-                                         "(Enter)." if not state.checking
-                     else "Adding the job…")
-    elif alive:  # added through the file, under its lock: the runner takes the job in
-        editor = Button(True, "Line up one more job: the runner takes it in and runs it after "
-                              "the jobs already queued.")
-        add = Button(not state.checking, "Check this job and add it to the running queue's "
-                                         "file; its runner runs it after the jobs already "
-                                         "queued (Enter)." if not state.checking
-                     else "Adding the job…")
+    if alive:  # added through the file, under its lock; a runner asked to stop ends soon and
+        # will not take the job in
+        stopping = state.stop_asked
+        editor = Button(True, "Line up one more job: " + (
+            "a stop was asked, so it runs when the queue is resumed." if stopping else
+            "the runner takes it in and runs it after the jobs already queued."))
+        add = Button(not state.checking, "Adding the job…" if state.checking else (
+            "Check this job and add it to the queue's file; a stop was asked, so it runs when "
+            "the queue is resumed (Enter)." if stopping else
+            "Check this job and add it to the running queue's file; its runner runs it after "
+            "the jobs already queued (Enter)."))
     else:
         editor = edit(True, "Line up one more job: Enter in any field adds it.")
         add = edit(not state.checking, "Check this job and add it to the end of the queue "

@@ -43,6 +43,11 @@ def server_name(root: str) -> str:
     return f"spacrq-{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
+def _mine(info: os.stat_result) -> bool:
+    """Whether ``info`` is a real folder (not a link) of this user's."""
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+
+
 def _private_dir(path: Path) -> Path | None:
     """``path`` as a folder owned by us with mode 0700, or None when it cannot be."""
     try:
@@ -52,7 +57,7 @@ def _private_dir(path: Path) -> Path | None:
         except FileExistsError:
             pass
         info = os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        if not _mine(info):
             return None
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.chmod(path, 0o700)
@@ -99,8 +104,7 @@ def _ours(socket: str) -> bool:
         info = os.lstat(os.path.dirname(socket))
     except (OSError, ValueError):
         return False
-    return (socket.startswith("/") and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-            and stat.S_IMODE(info.st_mode) == 0o700)
+    return socket.startswith("/") and _mine(info) and stat.S_IMODE(info.st_mode) == 0o700
 
 
 def _read(path: str) -> str:
