@@ -30,7 +30,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from spacrq.modules import ModuleError
 from spacrq.problems import format_problems
@@ -38,8 +38,8 @@ from spacrq.procs import ProcessRef
 from spacrq.queue import adopt
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.ending import notify, queue_ledger, write_morning_report
-from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobTimeout, ProcessRunner,
-                                  Supervisor, SupervisorLost, grace_seconds)
+from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobPlan, JobTimeout,
+                                  ProcessRunner, Supervisor, SupervisorLost, grace_seconds)
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
@@ -91,6 +91,23 @@ def _systematic(n: int) -> str:
             "resume, or raise max_consecutive_failures (0 turns the check off)")
 
 
+class _Ahead(NamedTuple):
+    """The next job, prepared while the one before it runs: its module, its settings as
+    resolved and checked, and its :class:`~spacrq.queue.jobproc.JobPlan`.  Used only if
+    no merge changed the queue since (``generation``: an edit or an added job makes it
+    be prepared again in its turn) — its settings are then what its turn would resolve.
+    Its skip (an upstream job that failed) and its output folders' snapshot are
+    decided in its turn, as always."""
+
+    job: Job
+    generation: int
+    spec: Any
+    settings: dict
+    settings_path: str
+    folders: list
+    plan: JobPlan
+
+
 class _Run:
     """The state of one pass over a queue (kept out of run_queue to keep it readable)."""
 
@@ -120,6 +137,8 @@ class _Run:
         self.state = "finished"
         self.ran_with = {"host": socket.gethostname(), "python": sys.executable,
                          "runner_pid": os.getpid()}
+        self._at = 0  # the place (1-based) of the job at hand
+        self._ahead: _Ahead | None = None  # the next job, prepared while this one runs
 
     # -- persistence -----------------------------------------------------------
     def persist(self, job: Job, *fields: str, sync: bool = False) -> None:
@@ -166,6 +185,55 @@ class _Run:
     def _meanwhile(self) -> None:
         if self.writer is not None:
             self.writer.prepare()  # once the job was sent, not before it starts
+        self._look_ahead()
+
+    def _look_ahead(self) -> None:
+        """While the job at hand runs: prepare the next one as far as its own settings go
+        (see :class:`_Ahead`).  Never fatal: whatever fails here is met again, and said,
+        when that job's turn comes.  Only ``command`` jobs: their checks are quick, so the
+        job at hand is watched (abort, timeout) without delay, and they are the jobs short
+        enough for the moment between two jobs to count; any other job starts an
+        interpreter of its own."""
+        self._ahead = None
+        if self.injected is not None or self.stopped or self.writer is None:
+            return
+        jobs = self.queue.jobs
+        at = self._at
+        while at < len(jobs) and jobs[at].status not in (STATUS_PENDING, STATUS_NOT_RUN,
+                                                          STATUS_RUNNING):
+            at += 1
+        if at >= len(jobs) or jobs[at].status == STATUS_RUNNING:
+            return
+        job = jobs[at]
+        if job.module != "command":
+            return
+        try:
+            if id_problem(job.id):
+                return
+            spec = self.modules.spec(job.module)
+            if spec is None:
+                return
+            settings = resolve_job_settings(job, self.modules)
+            if any(p.is_error for p in spec.check(settings)):
+                return  # (an input an earlier job writes: checked again in its turn)
+            settings_path = os.path.join(self._root, f"{job.id}.settings.json")
+            log_path = self._log_path(at + 1, job)
+            plan = JobPlan.of(job, spec, settings, settings_path, log_path)
+            self._ahead = _Ahead(job, self.writer.generation, spec, settings, settings_path,
+                                 spec.output_folders(settings), plan)
+        except Exception:  # noqa: BLE001 — its turn says what is wrong with it
+            self._ahead = None
+
+    def _planned(self, job: Job) -> "_Ahead | None":
+        """The next job as prepared ahead, if nothing it depends on changed since."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or ahead.job is not job or self.writer is None \
+                or ahead.generation != self.writer.generation:
+            return None
+        return ahead
+
+    def _log_path(self, i: int, job: Job) -> str:
+        return os.path.join(self._root, f"{i:0{self.width}d}_{job.id}.log")
 
     def _idle(self) -> None:
         """Once the job ran a while (nobody waits for it now): the housekeeping, and the
@@ -213,21 +281,15 @@ class _Run:
         return any(j.status in (STATUS_PENDING, STATUS_NOT_RUN) for j in jobs[at + 1:])
 
     def prepare(self, i: int, job: Job) -> tuple | None:
-        """``(spec, settings, settings_path)``, or None when the job ended before it ran."""
+        """``(spec, settings, settings_path, folders, plan)``, or None when the job ended
+        before it ran."""
         if self._unsafe_id(job) or self._skipped(i, job):
             return None
-        try:
-            spec = self.modules.spec(job.module)
-            if spec is None:
-                raise SettingsError(f"unknown module {job.module!r}")
-            settings = resolve_job_settings(job, self.modules)
-        except (SettingsError, ModuleError) as exc:
-            self.fail_early(job, i, "ConfigurationError", str(exc))
-            return None
-        late = [p for p in spec.check(settings) if p.is_error]  # deferred inputs, checked now
-        if late:
-            self.fail_early(job, i, "ConfigurationError",
-                            "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
+        ahead = self._planned(job)
+        if ahead is not None and ahead.spec.name == "command":  # (no settings file to write)
+            return ahead.spec, ahead.settings, ahead.settings_path, ahead.folders, ahead.plan
+        spec, settings, plan, folders = self._resolved(i, job)
+        if spec is None:
             return None
         settings_path = os.path.join(self._root, f"{job.id}.settings.json")
         if spec.name != "command" or self.injected is not None:
@@ -237,7 +299,24 @@ class _Run:
                 self.fail_early(job, i, "SaveError", f"could not write its settings file "
                                 f"{settings_path} ({getattr(exc, 'strerror', None) or exc})")
                 return None
-        return spec, settings, settings_path
+        return spec, settings, settings_path, folders, plan
+
+    def _resolved(self, i: int, job: Job) -> tuple:
+        """``(spec, settings, None, folders)``; spec None when the job failed early."""
+        try:
+            spec = self.modules.spec(job.module)
+            if spec is None:
+                raise SettingsError(f"unknown module {job.module!r}")
+            settings = resolve_job_settings(job, self.modules)
+        except (SettingsError, ModuleError) as exc:
+            self.fail_early(job, i, "ConfigurationError", str(exc))
+            return None, None, None, None
+        late = [p for p in spec.check(settings) if p.is_error]  # deferred inputs, checked now
+        if late:
+            self.fail_early(job, i, "ConfigurationError",
+                            "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
+            return None, None, None, None
+        return spec, settings, None, spec.output_folders(settings)
 
     def run_job(self, i: int, job: Job) -> None:
         """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
@@ -245,20 +324,19 @@ class _Run:
         ready = self.prepare(i, job)
         if ready is None:
             return
-        spec, settings, settings_path = ready
+        spec, settings, settings_path, folders, plan = ready
         before_this = job.started  # a run of this job that was stopped, or lost with its runner
-        job.log_path = os.path.join(self._root, f"{i:0{self.width}d}_{job.id}.log")
+        job.log_path = self._log_path(i, job)
         if before_this and os.path.isfile(job.log_path):
             adopt.note(job, f"# spacrq: the job runs again from its start (its run of "
                             f"{before_this} did not finish); what follows is the new run")
         job.attempts, job.run_status = 0, None
-        folders = spec.output_folders(settings)
         before = snapshot(folders) if folders else {}
         while True:
             self._started(i, job)
             try:
                 code, kind, message = self._attempt(i, job, spec, settings, settings_path,
-                                                    before, folders)
+                                                    before, folders, plan)
             except JobCancelled:
                 return self._cancelled(i, job)
             if code == 0:
@@ -275,7 +353,7 @@ class _Run:
             return self._failed(i, job, code, kind, message)
 
     def _attempt(self, i: int, job: Job, spec: Any, settings: dict, settings_path: str,
-                 before: dict, folders: list) -> tuple[int, str, str]:
+                 before: dict, folders: list, plan: JobPlan | None) -> tuple[int, str, str]:
         """One attempt: ``(exit code, kind, message)`` (kind '' = read it from the log)."""
         announced = []
 
@@ -288,7 +366,8 @@ class _Run:
                 ready()
                 return int(self.injected(job, settings_path, job.log_path)), "", ""
             return self.processes.run(job, spec, settings, settings_path, job.log_path,
-                                      before=before, folders=folders, ready=ready), "", ""
+                                      before=before, folders=folders, ready=ready,
+                                      plan=plan), "", ""
         except (JobCancelled, KeyboardInterrupt):
             raise
         except JobTimeout as exc:  # the code it ended with once stopped (-1: not heard)
@@ -447,6 +526,7 @@ class _Run:
         while i < len(self.queue.jobs):
             job = self.queue.jobs[i]
             i += 1
+            self._at = i
             if not self.stopped and job.status == STATUS_RUNNING:
                 self.take_over(i, job)
                 self.requested_stop(job)

@@ -306,6 +306,35 @@ class Supervisor:
         self.popen = None
 
 
+@dataclass(frozen=True)
+class JobPlan:
+    """What starting one job takes that depends only on its settings and its log: made
+    while the job before it runs (the runner looks ahead), so the moment between two
+    jobs is spent only on what cannot be known before the first one ended."""
+
+    settings: dict
+    log_path: str
+    argv: list
+    cwd: str | None
+    env_changes: dict
+    record: str
+    header: str  # the log header's lines after the "started" one
+
+    @classmethod
+    def of(cls, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
+           log_path: str) -> "JobPlan":
+        argv = job_command(job, spec, settings, settings_path)
+        cwd = job_cwd(job, settings, spec)
+        return cls(settings, log_path, argv, cwd, job_env_changes(job, settings, spec, log_path),
+                   exit_record_path(log_path),
+                   f"# cwd {cwd or os.getcwd()}\n# argv {argv!r}\n"
+                   f"# settings {_dumps(settings).decode()}\n")
+
+    def fits(self, job: Job, settings: dict, log_path: str) -> bool:
+        """Whether this plan was made from these very settings for this log."""
+        return self.settings is settings and self.log_path == log_path
+
+
 @dataclass
 class _Attempt:
     """What the runner knows of the job it started: its process once named, and whether
@@ -339,19 +368,19 @@ class ProcessRunner:
 
     def run(self, job: Job, spec: ModuleSpec, settings: dict, settings_path: str,
             log_path: str, *, before: dict | None = None, folders: list | None = None,
-            ready: Callable[[], None] | None = None) -> int:
-        """Run the job to its end; its exit code.  ``ready()``: see :meth:`Supervisor.start`."""
-        argv = job_command(job, spec, settings, settings_path)
-        cwd = job_cwd(job, settings, spec)
+            ready: Callable[[], None] | None = None, plan: JobPlan | None = None) -> int:
+        """Run the job to its end; its exit code.  ``ready()``: see :meth:`Supervisor.start`;
+        ``plan``: the job's :class:`JobPlan`, when it was made ahead (see :meth:`JobPlan.of`)."""
+        if plan is None or not plan.fits(job, settings, log_path):
+            plan = JobPlan.of(job, spec, settings, settings_path, log_path)
         grace = grace_seconds() if self.grace is None else self.grace
         # The header is written by the supervisor, which opens the log for the job anyway.
         header = (f"# spacrq job {job.id} ({job.label}), attempt {job.attempts}\n"
-                  f"# started {now_iso()}\n# cwd {cwd or os.getcwd()}\n"
-                  f"# argv {argv!r}\n# settings {_dumps(settings).decode()}\n")
-        request = {"job": job.id, "key": job.started, "argv": argv, "cwd": cwd, "header": header,
-                   "env_base": _environ_base(),
-                   "env_changes": job_env_changes(job, settings, spec, log_path), "log": log_path,
-                   "record": exit_record_path(log_path), "grace": grace,
+                  f"# started {now_iso()}\n{plan.header}")
+        request = {"job": job.id, "key": job.started, "argv": plan.argv, "cwd": plan.cwd,
+                   "header": header, "env_base": _environ_base(),
+                   "env_changes": plan.env_changes, "log": log_path,
+                   "record": plan.record, "grace": grace,
                    "before": before or {}, "folders": folders or []}
         for chance in (1, 2):  # a second only when the first supervisor died before the job
             attempt = _Attempt()

@@ -162,9 +162,6 @@ class HeldEditLock(EditLock):
         self._name = str(self.file)
 
     def __enter__(self) -> "HeldEditLock":
-        if self.fd >= 0 and not (_names(self.fd, self._name)
-                                 and (self.folder_fd < 0 or _names(self.folder_fd, self.folder))):
-            self.close()
         if self.fd < 0:
             EditLock.__enter__(self)
             return self
@@ -174,9 +171,12 @@ class HeldEditLock(EditLock):
         if not _flock_until(self.fd, deadline):
             self._unlock(self.folder_fd)
             raise self._busy()
-        if _names(self.fd, self._name):
+        # Looked at once the locks are taken (a replaced file's lock is then let go of at
+        # once): the lock file and the folder are still the ones at their paths.
+        if _names(self.fd, self._name) and (self.folder_fd < 0
+                                            or _names(self.folder_fd, self.folder)):
             return self
-        self._unlock(self.fd)  # removed or replaced while we waited: take the one there now
+        self._unlock(self.fd)  # removed or replaced: take the ones there now
         self._unlock(self.folder_fd)
         self.close()
         EditLock.__enter__(self)

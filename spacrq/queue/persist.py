@@ -82,6 +82,7 @@ class QueueWriter:
         self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
         self.problem = ""       # why the last write failed ('' once one succeeds)
+        self.generation = 0     # counts the merges that changed or added jobs
         self.notes: list[str] = []
         self._failed_at = ""
         self.journal: Journal | None = None
@@ -301,6 +302,7 @@ class QueueWriter:
             print(f"spacrq: {self.path} was changed by another program and cannot be read "
                   f"({exc}); the runner's state replaces it", file=sys.stderr, flush=True)
             return []
+        self.generation += 1  # (whatever it held: a job planned ahead is planned again)
         for job in take_edits(self.queue, other):  # a waiting job edited in the file
             self._stale.add(id(job))
             print(f"spacrq: job {job.id} was edited while the queue runs; it runs as edited",

@@ -237,19 +237,20 @@ def _peak_of(kib: int) -> dict:
     return {"peak_rss_bytes": None, "peak_rss_at_most_bytes": kib * 1024}
 
 
-def _wait(popen: subprocess.Popen) -> tuple[int, dict]:
-    """``(exit code, what is known of the job's peak memory)`` once the job ended.
+def _wait(popen: subprocess.Popen) -> tuple[int, int]:
+    """``(exit code, the job's ru_maxrss in KiB, 0 when unknown)`` once the job ended.
 
     ``wait4`` gives the job's resource use with its exit status, measured by
     the kernel rather than sampled: the morning report shows its peak memory
-    (and that of any child it waited for) per job, as :func:`_peak_of` tells it.
+    (and that of any child it waited for) per job, as :func:`_peak_of` tells it
+    (once the runner was told the job ended: it waits for that, not for this).
     """
     try:
         _, status, usage = os.wait4(popen.pid, 0)
     except ChildProcessError:
-        return popen.wait(), {"peak_rss_bytes": None}
+        return popen.wait(), 0
     popen.returncode = os.waitstatus_to_exitcode(status)
-    return popen.returncode, _peak_of(int(usage.ru_maxrss))  # Linux: KiB
+    return popen.returncode, int(usage.ru_maxrss)  # Linux: KiB
 
 
 class _Env:
@@ -392,7 +393,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
                              folders=request.get("folders") or []), False, record_fd)
         if not _ended_within(popen.pid, announce):
             _answer(out, {"pid": popen.pid, "started": started})
-        code, peak = _wait(popen)
+        code, maxrss = _wait(popen)
         finished = _now()
         orphaned = os.getppid() != parent  # nobody else will record it: survive a power cut
         answer = {"exit": code, "finished": finished, "pid": popen.pid, "started": started}
@@ -404,7 +405,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         early = code == 0 and not orphaned and not _group_exists(popen.pid)
         if early:
             _answer(out, answer)
-        _record(record, dict(base, exit_code=code, finished=finished, **peak),
+        _record(record, dict(base, exit_code=code, finished=finished, **_peak_of(maxrss)),
                 orphaned, record_fd)
     finally:
         if record_fd >= 0:
