@@ -66,6 +66,23 @@ def test_the_desktop_template_is_valid():
     assert validate_desktop(resource_path("spacrq.desktop")) == ""
 
 
+def test_the_running_window_is_matched_to_its_menu_entry(qapp):
+    """A dock groups the window under the entry's icon: the entry's StartupWMClass is the
+    window class Qt gives the window (the application's name), and the app id Wayland
+    sees is the entry's file name."""
+    from spacrq.ui.app import name_application
+    entry = dict(line.split("=", 1) for line in
+                 resource_path("spacrq.desktop").read_text().splitlines() if "=" in line)
+    before = qapp.applicationName(), qapp.desktopFileName()
+    try:
+        name_application(qapp)
+        assert entry["StartupWMClass"] == qapp.applicationName() == "spacrq"
+        assert f"{qapp.desktopFileName()}.desktop" == "spacrq.desktop"
+    finally:
+        qapp.setApplicationName(before[0])
+        qapp.setDesktopFileName(before[1])
+
+
 # ---- the menu entry --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv", [

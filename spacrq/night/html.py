@@ -26,7 +26,7 @@ from spacrq.queue.model import parse_iso
 #: outcome -> bar colour in the timeline and badge colour in the tables
 OUTCOME_COLOURS = {"success": "#2e7d32", "partial": "#e69f00", "failed": "#c62828",
                    "skipped": "#757575", "not_run": "#bdbdbd", "running": "#1565c0",
-                   "pending": "#bdbdbd"}
+                   "pending": "#bdbdbd", "lost": "#8d6e63"}
 
 #: what to do about a failure of each kind; the job's own message says what happened
 FIX_HINTS = {
@@ -95,8 +95,12 @@ def verdict(night: Night) -> tuple[str, str]:
             parts.append(f"{counts[key]} {word}")
     story = _story(night)
     told = (" " + story) if story else ""
+    twice = [f.job.id for f in night.jobs if f.job.lost_runs]
+    if twice:  # (an instrument sweep or a sample may have been used twice: say so up front)
+        told += (f" {len(twice)} job(s) ran again from their start after a run lost with its "
+                 f"runner ({', '.join(twice[:5])}{', …' if len(twice) > 5 else ''}).")
     final_stop = bool(night.events) and night.events[-1].kind in (STOPPED, ABORTED)
-    crashed = any(e.kind == DIED_RESUMED for e in night.events)
+    crashed = any(e.kind == DIED_RESUMED for e in night.events) or bool(twice)
     if night.runner_died:
         return (f"The runner died with {sum(1 for f in night.jobs if f.outcome == 'not_run')} "
                 "job(s) still to run and nothing has resumed the queue: 'spacrq queue resume' "
@@ -193,8 +197,10 @@ def _partial(night: Night) -> Iterable[str]:
 
 def _timeline(night: Night) -> Iterable[str]:
     bars = []
+    turns = sorted(t.timestamp() for t, _, _ in _marks(night))
     for f in night.jobs:
         t0, t1 = parse_iso(f.job.started), parse_iso(f.job.finished)
+        bars.extend(_lost_bars(f.job, turns, t0))
         if t0 is None:
             continue
         end = t1 or t0
@@ -211,6 +217,22 @@ def _timeline(night: Night) -> Iterable[str]:
         start = min(start, *(m[0] for m in marks))
         end = max(end, *(m[0] for m in marks))
     yield svg.timeline(bars, start=start, end=end, colours=OUTCOME_COLOURS, marks=marks)
+
+
+def _lost_bars(job, turns: list[float], rerun) -> list[tuple]:
+    """A bar for each run of ``job`` lost with its runner: from its start to the next turn
+    of the night after it (the runner that died was followed by one), else to the job's
+    next start — when it ended nobody knows."""
+    out = []
+    for run in job.lost_runs:
+        t0 = parse_iso(run.get("started", ""))
+        if t0 is None:
+            continue
+        begin = t0.timestamp()
+        after = [t for t in turns if t > begin]
+        end = after[0] if after else (rerun.timestamp() if rerun is not None else begin)
+        out.append((f"{job.id} (lost)", begin, max(begin, end), "lost", "outcome lost"))
+    return out
 
 
 #: how each runner turn of the night is marked on the timeline: (label, colour)
@@ -253,6 +275,17 @@ def _peak(f: JobFacts) -> str:
     return f"≤ {math.ceil(bound / 2**30 * 100) / 100:.2f} GiB"
 
 
+def _tries(job) -> str:
+    """The job's attempts, and the runs it lost with a runner (``1 + 1 lost``)."""
+    lost = len(job.lost_runs)
+    return f"{job.attempts or 0} + {lost} lost" if lost else str(job.attempts or 0)
+
+
+#: under the jobs table when a job lost a run with its runner
+LOST_NOTE = ("lost: a run whose runner died while it ran, and whose end nobody recorded (no "
+             "exit record: its supervisor died too, or the machine); its outcome is unknown, so "
+             "the job ran again from its start. Its log says so where the new run begins.")
+
 #: under the jobs table when a job's peak memory is only bounded
 AT_MOST_NOTE = ("≤: the kernel counts into a job's figure the memory of the supervisor that "
                 "started it; a job not clearly above that is known only to have peaked at most "
@@ -270,9 +303,11 @@ def _jobs_table(night: Night) -> Iterable[str]:
                + f"</td><td>{escape(job.module)}</td><td>{_badge(f.outcome)}</td>"
                f"<td>{escape(_clock_time(job.started))}</td>"
                f"<td class=\"num\">{escape(duration(job.duration_s))}</td>"
-               f"<td class=\"num\">{job.attempts or 0}</td>"
+               f"<td class=\"num\">{_tries(job)}</td>"
                f"<td class=\"num\">{escape(_peak(f))}</td></tr>")
     yield "</table>"
+    if any(f.job.lost_runs for f in night.jobs):
+        yield f'<p class="note">{escape(LOST_NOTE)}</p>'
     if any(f.peak_rss_bytes is None and f.peak_rss_at_most_bytes is not None for f in night.jobs):
         yield f'<p class="note">{escape(AT_MOST_NOTE)}</p>'
 

@@ -492,8 +492,8 @@ class _Run:
         adopt.note(job, f"# spacrq: the outcome of attempt {job.attempts} is unknown ({why}); "
                         f"running the job again{' after stopping its old process' if legacy else ''}")
         adopt.resume_override(job, self.modules)
-        job.reset()
-        self.persist(job, "overrides")
+        job.reset(lost=why)
+        self.persist(job, "overrides", "lost_runs")
         self.run_job(i, job)
 
     def _record_end(self, i: int, job: Job, record: "adopt.Record", adopted: bool = False) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import orjson
 
 from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
-from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError
+from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError, lost_runs_ok
 from spacrq.queue.render import write_queue_file
 from spacrq.runfiles import JsonlTail, RunFileError, loads
 
@@ -33,6 +33,7 @@ _FIELD_OK = {
     "run_status": lambda v: v is None or isinstance(v, dict),
     "process": lambda v: v is None or isinstance(v, dict),
     "ran_with": lambda v: v is None or isinstance(v, dict),
+    "lost_runs": lost_runs_ok,
     "overrides": lambda v: isinstance(v, dict) or (isinstance(v, list)
                                                    and all(isinstance(i, str) for i in v)),
 }

@@ -50,7 +50,14 @@ DEFAULT_MAX_CONSECUTIVE_FAILURES = 3
 #: carries exactly these).
 RUN_FIELDS: tuple[str, ...] = ("status", "started", "finished", "exit_code", "error",
                                "log_path", "run_status", "attempts", "failure_kind",
-                               "process", "overrides", "ran_with")
+                               "process", "overrides", "ran_with", "lost_runs")
+
+def lost_runs_ok(value: Any) -> bool:
+    """Whether ``value`` is a job's ``lost_runs``: objects with a text ``started`` (and ``why``)."""
+    return isinstance(value, list) and all(
+        isinstance(r, Mapping) and isinstance(r.get("started"), str)
+        and isinstance(r.get("why", ""), str) for r in value)
+
 
 _BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
 
@@ -173,6 +180,9 @@ class Job:
     failure_kind: str = ""
     process: dict | None = None
     ran_with: dict | None = None
+    #: runs whose outcome was lost with their runner (``{"started", "why"}`` each), after
+    #: which the job ran again from its start: the morning report counts them
+    lost_runs: list = field(default_factory=list)
 
     @property
     def override_args(self) -> list[str]:
@@ -241,7 +251,7 @@ class Job:
             ("retry_delay", self.retry_delay),
             ("attempts", self.attempts), ("env", dict(self.env)), ("cwd", self.cwd),
             ("failure_kind", self.failure_kind), ("process", self.process),
-            ("ran_with", self.ran_with),
+            ("ran_with", self.ran_with), ("lost_runs", [dict(r) for r in self.lost_runs]),
         ))
 
     @classmethod
@@ -322,6 +332,10 @@ class Job:
             if not isinstance(exit_code, int) or isinstance(exit_code, bool):
                 raise QueueError(f'{where} has "exit_code": {_short(exit_code)}; an exit code is '
                                  "a whole number or null")
+        lost = data.get("lost_runs") or []
+        if not lost_runs_ok(lost):
+            raise QueueError(f'{where} has "lost_runs": {_short(lost)}; it is a list of '
+                             '{"started": ..., "why": ...} objects (delete it if in doubt)')
         extras = {}
         for name in ("run_status", "process", "ran_with"):
             value = data.get(name)
@@ -341,10 +355,16 @@ class Job:
             env={str(k): str(v) for k, v in env.items()}, cwd=text["cwd"],
             failure_kind=text["failure_kind"], process=extras["process"],
             ran_with=extras["ran_with"],
+            lost_runs=[{"started": r["started"], "why": r.get("why", "")} for r in lost],
         )
 
-    def reset(self) -> "Job":
-        """Clear the bookkeeping so the job runs again."""
+    def reset(self, lost: str = "") -> "Job":
+        """Clear the bookkeeping so the job runs again; with ``lost`` (why its outcome is
+        unknown) the run it had is kept in :attr:`lost_runs`, else they are forgotten too."""
+        if lost and self.started:
+            self.lost_runs = [*self.lost_runs, {"started": self.started, "why": lost}]
+        elif not lost:
+            self.lost_runs = []
         self.status = STATUS_PENDING
         self.started = self.finished = self.error = self.failure_kind = ""
         self.exit_code = None

@@ -86,6 +86,7 @@ class JobFacts:
     attempts: int = 0
     log_path: str = ""
     timeout: float | None = None
+    lost: int = 0  # runs lost with their runner, then run again
 
 
 def status_word(status: str, partial: bool = False) -> str:
@@ -112,6 +113,9 @@ def status_tip(facts: JobFacts) -> str:
         parts.append(f"exit code {facts.exit_code}")
     if facts.attempts > 1:
         parts.append(f"{facts.attempts} attempts")
+    if facts.lost:
+        parts.append(f"ran again from its start after {facts.lost} run(s) lost with their "
+                     "runner (outcome unknown)")
     if facts.timeout:
         parts.append(f"timeout {facts.timeout:g} s")
     return "\n".join(parts)
@@ -142,7 +146,7 @@ def job_row(number: int, job: Job) -> Row:
         partial=job.is_partial and job.status == "success", error=str(job.error or ""),
         started_at=_epoch(job.started), finished_at=_epoch(job.finished),
         exit_code=job.exit_code, attempts=int(job.attempts or 0),
-        log_path=str(job.log_path or ""), timeout=job.timeout)
+        log_path=str(job.log_path or ""), timeout=job.timeout, lost=len(job.lost_runs))
     word = status_word(facts.status, facts.partial)
     took = (facts.finished_at - facts.started_at
             if facts.finished_at is not None and facts.started_at is not None else None)

@@ -117,6 +117,17 @@ def _tray(window, icon):
     return tray
 
 
+#: The application's name: its window class on X11 (what the menu entry's
+#: ``StartupWMClass`` names, so a dock shows the running window under the entry's icon)
+#: and, as the entry's file name, its app id on Wayland.
+APP_NAME = "spacrq"
+
+
+def name_application(app: QApplication) -> None:
+    app.setApplicationName(APP_NAME)
+    app.setDesktopFileName(APP_NAME)  # (the menu entry is spacrq.desktop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spacrq-gui")
     parser.add_argument("--workspace", default=None)
@@ -128,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"spacrq: {problem}", file=sys.stderr)
             return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setApplicationName("spacrq")
+    name_application(app)
     guard = CrashGuard(parent=app).install(log_file=False)  # the log file opens after the paint
     state = WindowState()
     try:
