@@ -137,11 +137,28 @@ def collect(path: Path, notes: list[str],
     return found
 
 
+#: the states of a store's latest run that has no report line yet (it is going, or it died)
+_UNREPORTED = ("running", "interrupted")
+
+
+def _history(key: str, tasks: dict[str, TaskReport], sources: dict[str, Path]) -> list[TaskReport]:
+    """Every run of task ``key``, oldest first: its runs.jsonl lines, and after them the
+    store's latest run when that one has no line — still going, or killed before it
+    could write one (a history that left out the night that died would lie by omission)."""
+    runs = read_runs(sources[key]) if key in sources else []
+    latest = tasks.get(key)
+    state = ((latest.outcome or {}).get("state") if latest is not None else None)
+    if latest is not None and state in _UNREPORTED \
+            and all(abs(r.started_at - latest.started_at) > 1e-6 for r in runs):
+        runs = [*runs, latest]
+    return runs
+
+
 def _history_text(tasks: dict[str, TaskReport], sources: dict[str, Path]) -> str:
-    """Every run of every task, one row a run, from each task's runs.jsonl."""
+    """Every run of every task, one row a run (see :func:`_history`)."""
     parts = []
     for key in sorted(tasks):
-        runs = read_runs(sources[key]) if key in sources else []
+        runs = _history(key, tasks, sources)
         parts.append(render_history(runs) if runs else
                      f"  {key}  no finished run yet (its report line is written when a run ends)")
     return "\n\n".join(parts) if parts else "No blockwise runs here yet."
@@ -195,7 +212,7 @@ def _run_report(args: argparse.Namespace) -> int:
     elif args.history:
         if args.json:
             text = _json("report-history", path=str(path),
-                         tasks={key: [r.to_dict() for r in read_runs(sources[key])]
+                         tasks={key: [r.to_dict() for r in _history(key, tasks, sources)]
                                 for key in sorted(tasks) if key in sources})
         else:
             text = _history_text(tasks, sources)

@@ -197,3 +197,26 @@ def test_a_runs_file_with_no_readable_report_says_what_its_lines_are(tmp_path, c
     assert cli.main(["report", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"holds no readable run report ({why})" in err and err.count("\n") == 1
+
+
+def test_history_shows_the_run_that_was_killed_before_it_wrote_its_line(report_cmd, tmp_path,
+                                                                         capsys):
+    """A run killed mid-way writes no runs.jsonl line: the history left the night out."""
+    from spacrq.blockwise.run_state import scheduler_record
+    from spacrq.runfiles import write_progress
+    store = tmp_path / "smooth"
+    g = make_store(store)
+    fill_blocks(g, [(0, 0)], start=101.0, wall=[0.3])
+    rp.append_run(rp.runs_file(store), run_line("smooth", started_at=100.0, finished_at=110.0))
+    dead = dict(scheduler_record(), started=1.0)  # (this pid, but not the process that started then)
+    write_progress(store / "progress.json", {"state": "running", "started_at": 200.0,
+                                             "run_id": "r2", "scheduler": dead,
+                                             "task": {"total": 12, "done": 3}})
+    fill_blocks(g, [(2, 0), (2, 1)], start=201.0, wall=[0.2, 0.2], worker=5)
+    assert report_cmd(store, "--history") == 0
+    out = capsys.readouterr().out
+    assert "  smooth  2 runs" in out and out.splitlines()[-1].split()[-1] == "interrupted"
+    assert report_cmd(store, "--history", "--json") == 0
+    history = json.loads(capsys.readouterr().out)["tasks"]["smooth"]
+    assert [r["started_at"] for r in history] == [100.0, 200.0]
+    assert history[1]["outcome"]["state"] == "interrupted"
