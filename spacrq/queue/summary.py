@@ -190,6 +190,14 @@ class QueueResult:
                              f"failed. Artifacts: {', '.join(rs.get('artifacts') or []) or '—'}")
             lines.append("   Anything computed from those artifacts covers a subset.")
             lines.append("")
+        twice = [job for job in q.jobs if job.lost_runs]
+        if twice:
+            lines.append(" Ran again from their start (a run was lost with its runner: its "
+                         "outcome unknown):")
+            lines.extend(f"   {job.id}: lost run{'s' if len(job.lost_runs) > 1 else ''} of "
+                         + ", ".join(str(r.get("started", "?")) for r in job.lost_runs)
+                         for job in twice)
+            lines.append("")
         stopped = [job for job in self.jobs_with(STATUS_NOT_RUN) if job.started]
         halted = [job for job in self.jobs_with(STATUS_NOT_RUN) if not job.started]
         waiting = self.jobs_with(STATUS_PENDING)

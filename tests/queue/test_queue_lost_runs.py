@@ -47,6 +47,7 @@ def test_the_run_lost_with_its_runner_is_kept_counted_and_drawn(tmp_path):
     assert "a (lost)" in report  # its bar on the timeline
     assert "1 job(s) ran again from their start after a run lost with its runner (a)" in report
     assert "1 run(s) lost with their runner" in status_tip(job_row(1, job).value)
+    assert f"a: lost run of {LOST_START}" in result.summary()
 
 
 def test_a_restart_by_the_operator_forgets_the_lost_runs(tmp_path):
