@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +38,17 @@ from spacrq.experiments.asking import ManifestAsker
 from spacrq.experiments.declarations import (ExperimentSpec, declarations_path, declare,
                                              load_experiments, probe_of, undeclare)
 from spacrq.experiments.environment import missing_sentence
-from spacrq.experiments.errors import (MANIFEST_TIMEOUT, NOTES_FILE, RECORDS_FILE,
-                                       RUN_CONFIG_FILE, ExperimentError)
+from spacrq.experiments.errors import (JOURNAL_FILE, MANIFEST_TIMEOUT, NOTES_FILE,
+                                       RECORDS_FILE, RUN_CONFIG_FILE, ExperimentError)
 from spacrq.experiments.manifest import read_manifest
 from spacrq.experiments.notes import add_note, notes_of
 from spacrq.experiments.pane import RunRow, reading_row, rows, run_row
 from spacrq.experiments.records import RecordsChunk, chunk_of
 from spacrq.experiments.replay import JournalReplay, RunWatch
-from spacrq.experiments.runs import (config_text_of, duplicate_run, kept_log,
+from spacrq.experiments.runs import (config_text_of, created_of, duplicate_run, kept_log,
                                      new_run_id, reconfigure_run, rename_run, report_of,
                                      run_config_of, run_dir_of, runs_of)
-from spacrq.runfiles import JsonlTail, RunFileError, TextTail, file_stamp
+from spacrq.runfiles import JsonlTail, RunFileError, TextTail, file_stamp, loads
 from spacrq.watching import Code, Outcome, Row, WatchBase
 
 __all__ = ["Detail", "Snapshot", "ExperimentsWatch", "Refused", "ACTIONS", "SLOW_ACTIONS",
@@ -282,6 +283,23 @@ ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {
 SLOW_ACTIONS = ("create", "start", "resume")
 
 
+def _first_event_time(journal: Path) -> float | None:
+    """The time of a run journal's first event (its start), read from its first line only."""
+    try:
+        with open(journal, "rb") as handle:
+            line = handle.read(4096).split(b"\n", 1)[0]
+        event = loads(line, where=journal)
+    except (OSError, RunFileError):
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("ts"), str):
+        return None
+    try:
+        when = datetime.fromisoformat(event["ts"]).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when if math.isfinite(when) else None
+
+
 class ExperimentsWatch(WatchBase):
     """The Experiments pane's watch: ``poll(view) -> Snapshot``.
 
@@ -313,6 +331,7 @@ class ExperimentsWatch(WatchBase):
         self.asker = ManifestAsker(manifest_timeout)
         self._watches: dict[Path, RunWatch] = {}
         self._caught_up: set[Path] = set()  # runs whose history has been read once
+        self._began: dict[Path, float] = {}  # when each run started (or was created), once known
         self._detail: _Detail | None = None
         self._specs: list[ExperimentSpec] = []
         self._specs_stamp: Any = ()
@@ -539,7 +558,33 @@ class ExperimentsWatch(WatchBase):
                 self._caught_up.add(run_dir)
             status = watch.status()
             out.append(run_row(status, watch.progress(status), now))
-        return tuple(out)
+        began = [self._began_of(run_dir, row) for run_dir, row in zip(run_dirs, out)]
+        order = sorted(range(len(out)), key=lambda i: -began[i])  # (stable: ties by name)
+        return tuple(out[i] for i in order)
+
+    def _began_of(self, run_dir: Path, row: RunRow) -> float:
+        """When the run started, as the table orders runs (newest first, as ``exp list``):
+        from its status, or — its history still being read — from its journal's first
+        line; a run that never started counts from when it was created.  Looked up once."""
+        if row.started is not None:
+            self._began[run_dir] = float(row.started)
+            return float(row.started)
+        known = self._began.get(run_dir)
+        if known is not None:
+            return known
+        when = _first_event_time(run_dir / JOURNAL_FILE)
+        if when is None:
+            created = created_of(run_dir).get("created")
+            if isinstance(created, (int, float)) and not isinstance(created, bool) \
+                    and math.isfinite(created):
+                when = float(created)
+        if when is None:
+            try:
+                when = run_dir.stat().st_mtime
+            except OSError:
+                when = 0.0
+        self._began[run_dir] = when
+        return when
 
     # -- the poll -------------------------------------------------------------------------------
     def _poll(self, view: Mapping[str, Any]) -> Snapshot:
@@ -564,6 +609,7 @@ class ExperimentsWatch(WatchBase):
         for gone in [p for p in self._watches if p not in listed]:
             del self._watches[gone]
             self._caught_up.discard(gone)
+            self._began.pop(gone, None)
         runs = self._runs(run_dirs)
         more = any(run.state == "reading" for run in runs)
         chosen = next((run for run in runs if run.run_id == view.get("run")), None)

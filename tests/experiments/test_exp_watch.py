@@ -88,7 +88,9 @@ def test_poll_lists_every_run_with_its_state_newest_first(declared, workspace):
     assert isinstance(snap, Snapshot) and snap.outcomes == ()
     assert snap.experiments[0]["name"] == "sweep" and snap.declaration_error == ""
     states = {run.run_id: run.state for run in snap.runs}
-    assert [r.run_id for r in snap.runs] == sorted(states, reverse=True)
+    # newest first by start (a run never started: by its creation, just now)
+    assert [r.run_id for r in snap.runs] == ["a_created", "f_stopping", "e_paused", "d_done",
+                                             "c_interrupted", "b_running"]
     assert [row.key for row in snap.rows] == [r.run_id for r in snap.runs]
     assert states == {"a_created": "created", "b_running": "running",
                       "c_interrupted": "interrupted", "d_done": "completed",
@@ -97,6 +99,23 @@ def test_poll_lists_every_run_with_its_state_newest_first(declared, workspace):
     assert (running.done, running.total) == (4, 10)
     assert running.eta is not None and 0 < running.eta <= 1.5 * 6
     assert paused.exists()
+    assert watch.close(1.0)
+
+
+def test_runs_are_listed_by_when_they_started_not_by_their_names(declared, workspace):
+    """Runs named by hand ('zz-first', 'aa-second') were listed by name, not by start."""
+    spec, run_root = declared
+    first = _started(run_root, "zz-first", 2, 2, alive=False)
+    second = _started(run_root, "aa-second", 2, 2, alive=False)
+    for run_dir, t0 in ((first, time.time() - 500), (second, time.time() - 100)):
+        (run_dir / "journal.jsonl").write_text(
+            _event("run_started", _iso(t0), total_steps=2)
+            + _event("run_completed", _iso(t0 + 5)))
+    watch = ExperimentsWatch(workspace.root)
+    watch.FIRST_READ_BUDGET = 60.0
+    snap = watch.poll({"experiment": "sweep"})
+    assert [r.run_id for r in snap.runs] == ["aa-second", "zz-first"]
+    assert [row.key for row in snap.rows] == ["aa-second", "zz-first"]
     assert watch.close(1.0)
 
 
