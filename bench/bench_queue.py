@@ -31,6 +31,11 @@ of an older commit) the 10-job file mode of that tree is timed in the same
 rounds, run by the same interpreter through ``PYTHONPATH``: a before/after
 comparison under the same load.
 
+A ``lean loop`` is timed beside it: the per-job work of a design not built,
+the runner starting its jobs as its own children (a subreaper parent
+recording the end of any it leaves behind) with every durability of file
+mode kept — how far that design would take file mode (see :func:`time_lean`).
+
 A ``floor`` is timed too, for the smallest size: the work file mode cannot
 leave out (a journal line fsync'd, the file replaced, the log created, the
 job spawned and waited for), done in a bare loop with no runner around it —
@@ -116,6 +121,71 @@ def time_floor(n: int, folder: Path) -> float:
     elapsed = time.perf_counter() - t0
     os.close(journal)
     os.close(devnull)
+    return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
+
+
+def time_lean(n: int, folder: Path) -> float:
+    """Seconds for n jobs (from the second's start, scaled) of a lean runner loop with no
+    supervisor round trip — the per-job work of a design not built (yet), measured so the
+    next step is chosen on figures: the runner starts each job itself (its jobs its own
+    children, a subreaper parent recording the end of any it leaves behind), with every
+    durability of file mode kept.  Per job: the two jobs that changed serialised again
+    and the file replaced atomically (its temporary file made while the job before ran),
+    the "running" line fsync'd, the log made, the job spawned in its own session, its
+    start written to a new exit record while it runs, its end seen with
+    ``waitid(WNOWAIT)`` — so a runner that dies before journalling it leaves a zombie
+    for the subreaper to record — journalled, then reaped and written to its record."""
+    import orjson
+    work = folder / f"lean{n}-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    jobs = [{"id": f"j{i}", "module": "command", "settings": {"argv": [TRUE]},
+             "status": "pending", "started": "", "finished": "", "exit_code": None,
+             "log_path": "", "attempts": 0} for i in range(n)]
+    parts = [orjson.dumps(job, option=orjson.OPT_INDENT_2) for job in jobs]
+    journal = os.open(work / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    target, temp = str(work / "q.queue.json"), str(work / ".q.tmp")
+    env, seq, before = dict(os.environ), 0, None
+    made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    t0 = time.perf_counter()
+    for i, job in enumerate(jobs):
+        if i == 1:
+            t0 = time.perf_counter()
+        log = str(work / f"{i:03d}_{job['id']}.log")
+        job.update(status="running", started=datetime.now().astimezone().isoformat(),
+                   attempts=1, log_path=log)
+        parts[i] = orjson.dumps(job, option=orjson.OPT_INDENT_2)
+        if before is not None:
+            parts[before] = orjson.dumps(jobs[before], option=orjson.OPT_INDENT_2)
+        os.write(made, b'{"jobs": [' + b",".join(parts) + b"]}")
+        os.replace(temp, target)
+        os.close(made)
+        seq += 1
+        os.write(journal, orjson.dumps({"job": job["id"], "set": {
+            k: job[k] for k in ("status", "started", "attempts", "log_path")}, "seq": seq}) + b"\n")
+        os.fsync(journal)
+        log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        pid = os.posix_spawn(TRUE, [TRUE], env, setsid=True,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                                           (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                                           (os.POSIX_SPAWN_DUP2, log_fd, 2)])
+        record = os.open(log[:-4] + ".exit.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(record, orjson.dumps({"key": job["started"], "pid": pid}) + b"\n")
+        made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # (while it runs)
+        code = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT).si_status
+        job.update(status="success" if code == 0 else "failed", exit_code=code,
+                   finished=datetime.now().astimezone().isoformat())
+        seq += 1
+        os.write(journal, orjson.dumps({"job": job["id"], "set": {
+            k: job[k] for k in ("status", "finished", "exit_code")}, "seq": seq}) + b"\n")
+        os.waitpid(pid, 0)
+        os.write(record, orjson.dumps({"key": job["started"], "exit_code": code}) + b"\n")
+        os.close(record)
+        os.close(log_fd)
+        before = i
+    elapsed = time.perf_counter() - t0
+    for fd in (made, journal, devnull):
+        os.close(fd)
     return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
 
 
@@ -232,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         samples: dict[int, list[tuple[float, ...]]] = {n: [] for n in args.sizes}
         against: dict[int, list[float]] = {n: [] for n in args.sizes}
         floors: list[float] = []  # the smallest size's floor, per round
+        leans: list[float] = []  # the smallest size's lean loop, over tsp, per round
         tsp_runs: list[float] = []  # the smallest size's tsp server-side run, per round
         for r in range(args.repeat):
             for n in args.sizes:
@@ -246,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                                    time_spacrq(n, folder, "journal")[2], tsp))
                 if n == min(args.sizes):
                     floors.append(time_floor(n, folder) / n)
+                    leans.append(time_lean(n, folder) / n / tsp)
                     if have_tsp:
                         tsp_runs.append(time_tsp_run(n, folder) / n)
                 if args.against and n <= 200 and not r % 2:
@@ -271,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor at {min(rows)} jobs (only the work file mode cannot leave out, in a bare "
           f"loop: journal line + fsync, file replace, log, spawn, wait): {floor * ms:.2f} ms "
           f"per job; file/floor {small_row[1] / floor:.2f}, tsp/floor {small_row[3] / floor:.2f}")
+    print(f"lean loop at {min(rows)} jobs (file mode's durability with no supervisor round "
+          f"trip: the design of jobs as the runner's own children under a subreaper, not "
+          f"built): lean/tsp {statistics.median(leans):.2f} (median of the rounds' ratios)")
     if tsp_runs:
         tsp_run = statistics.median(tsp_runs)
         print(f"tsp server only at {min(rows)} jobs (jobs queued beforehand, no client starts "
