@@ -319,6 +319,9 @@ def _print_status(args: argparse.Namespace) -> int:
             _say(f"        {unwatched(job, args.file)}")
         elif job.error:
             _say(f"        {job.error}")
+        if job.lost_runs:
+            _say(f"        ran again from its start after a run lost with its runner "
+                 f"(started {', '.join(str(r.get('started')) for r in job.lost_runs)})")
     if queue.stopped_reason:
         _say(f"stopped: {queue.stopped_reason}")
     return 0

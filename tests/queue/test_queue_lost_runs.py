@@ -50,6 +50,16 @@ def test_the_run_lost_with_its_runner_is_kept_counted_and_drawn(tmp_path):
     assert f"a: lost run of {LOST_START}" in result.summary()
 
 
+def test_queue_status_says_the_job_ran_again_after_a_lost_run(tmp_path, capsys):
+    from spacrq import cli
+    path = _left_running(tmp_path)
+    resume_queue(path)
+    capsys.readouterr()
+    assert cli.main(["queue", "status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"ran again from its start after a run lost with its runner (started {LOST_START})" in out
+
+
 def test_a_restart_by_the_operator_forgets_the_lost_runs(tmp_path):
     path = _left_running(tmp_path)
     resume_queue(path)
