@@ -49,6 +49,7 @@ from typing import Any, Iterator, Mapping
 import orjson
 
 __all__ = [
+    "remove_stale_temps",
     "CONTROL_FILE",
     "PROGRESS_FILE",
     "RunFileError",
@@ -519,6 +520,32 @@ def _write_all(fd: int, data: bytes) -> None:
         if written <= 0:
             raise OSError(28, "No space left on device")
         view = view[written:]
+
+
+def remove_stale_temps(target: str | os.PathLike, older_than: float = 0.0) -> int:
+    """Remove the temporary files an atomic replace of ``target`` left when its writer was
+    killed mid-write (``.NAME.*.tmp`` beside it, regular files only, last changed more
+    than ``older_than`` seconds ago); how many.  Call it only where no other writer can be
+    mid-write (holding the file's lock), or with an age no write takes."""
+    path = Path(target)
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return 0
+    prefix = f".{path.name}."
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat_mod.S_ISREG(st.st_mode) and now - st.st_mtime >= older_than:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def refuse_link(path: str | os.PathLike, what: str = "folder", fix: str = "") -> Path:

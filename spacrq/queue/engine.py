@@ -93,11 +93,14 @@ def _systematic(n: int) -> str:
 
 class _Ahead(NamedTuple):
     """The next job, prepared while the one before it runs: its module, its settings as
-    resolved and checked, and its :class:`~spacrq.queue.jobproc.JobPlan`.  Used only if
-    no merge changed the queue since (``generation``: an edit or an added job makes it
-    be prepared again in its turn) — its settings are then what its turn would resolve.
-    Its skip (an upstream job that failed) and its output folders' snapshot are
-    decided in its turn, as always."""
+    resolved, and its :class:`~spacrq.queue.jobproc.JobPlan`.  Only a job whose settings
+    are in the queue file itself (nothing else is read ahead: a settings file may change
+    meanwhile, or hang on a dead share while the job at hand must be watched), and used
+    only if no merge changed the queue since (``generation``: an edit or an added job
+    makes it be prepared again in its turn) — its settings are then what its turn would
+    resolve.  Its checks (inputs, program, working folder: an earlier job may make or
+    remove them), its skip and its output folders' snapshot are all in its turn, as
+    always."""
 
     job: Job
     generation: int
@@ -205,8 +208,8 @@ class _Run:
         if at >= len(jobs) or jobs[at].status == STATUS_RUNNING:
             return
         job = jobs[at]
-        if job.module != "command":
-            return
+        if job.module != "command" or not isinstance(job.settings, dict):
+            return  # (settings in a file are read in its turn: the file may change meanwhile)
         try:
             if id_problem(job.id):
                 return
@@ -214,8 +217,6 @@ class _Run:
             if spec is None:
                 return
             settings = resolve_job_settings(job, self.modules)
-            if any(p.is_error for p in spec.check(settings)):
-                return  # (an input an earlier job writes: checked again in its turn)
             settings_path = os.path.join(self._root, f"{job.id}.settings.json")
             log_path = self._log_path(at + 1, job)
             plan = JobPlan.of(job, spec, settings, settings_path, log_path)
@@ -287,6 +288,8 @@ class _Run:
             return None
         ahead = self._planned(job)
         if ahead is not None and ahead.spec.name == "command":  # (no settings file to write)
+            if not self._checked(i, job, ahead.spec, ahead.settings):
+                return None
             return ahead.spec, ahead.settings, ahead.settings_path, ahead.folders, ahead.plan
         spec, settings, plan, folders = self._resolved(i, job)
         if spec is None:
@@ -311,12 +314,19 @@ class _Run:
         except (SettingsError, ModuleError) as exc:
             self.fail_early(job, i, "ConfigurationError", str(exc))
             return None, None, None, None
+        if not self._checked(i, job, spec, settings):
+            return None, None, None, None
+        return spec, settings, None, spec.output_folders(settings)
+
+    def _checked(self, i: int, job: Job, spec: Any, settings: dict) -> bool:
+        """The job's checks, in its turn (its inputs, program, working folder as they are
+        now: an earlier job may have made or removed them); False when it failed early."""
         late = [p for p in spec.check(settings) if p.is_error]  # deferred inputs, checked now
         if late:
             self.fail_early(job, i, "ConfigurationError",
                             "; ".join(f"{p.message} (fix: {p.fix})" for p in late))
-            return None, None, None, None
-        return spec, settings, None, spec.output_folders(settings)
+            return False
+        return True
 
     def run_job(self, i: int, job: Job) -> None:
         """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""

@@ -36,11 +36,18 @@ def _open(file: Path) -> int:
     """The lock file, opened; :raises QueueError: one sentence when its folder is unusable."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(file, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as exc:
         raise QueueError(f"could not use the queue's logs folder {file.parent} "
                          f"({exc.strerror or exc}); move what is in its place, or make the "
                          "folder writable") from None
+    try:
+        return os.open(file, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        what = ("a folder" if file.is_dir() and not file.is_symlink() else
+                "a symbolic link" if file.is_symlink() else "")
+        where = f"{what} is in its place" if what else (exc.strerror or str(exc))
+        raise QueueError(f"could not open the queue's lock file {file} ({where}); move it "
+                         "away (spacrq makes it again), or make the folder writable") from None
 
 
 def _names(fd: int, path: str) -> bool:

@@ -45,8 +45,10 @@ from spacrq.queue.replacing import QuickReplacer
 from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
-from spacrq.runfiles import RunFileError
+from spacrq.runfiles import CONTROL_FILE, RunFileError, remove_stale_temps
 
+#: A temporary file of the runner's own files older than this is a killed write's leftover.
+STALE_TEMP_SECONDS = 600.0
 #: The queue file is rewritten after this many seconds with transitions pending…
 CHECKPOINT_SECONDS = 60.0
 #: …or once the journal holds four lines per job of the queue, and at least
@@ -173,7 +175,20 @@ class QueueWriter:
             self.problem = ""
 
     def start(self) -> None:
-        """The first write: every job with its status, and any stale journal folded in."""
+        """The first write: every job with its status, and any stale journal folded in; and
+        what a runner killed mid-write left (the temporary files of the queue file, under
+        its lock so no other writer is mid-write; of the runner's own files in the logs
+        folder, once they are older than any write takes)."""
+        try:
+            with self._lock:
+                remove_stale_temps(self.path)
+        except (OSError, QueueError):
+            pass  # (the write below says what is wrong with the lock)
+        from spacrq.night import REPORT_FILE
+        from spacrq.queue.runner import RUNNER_FILE  # (runner imports this module)
+        logs = logs_dir(self.path)
+        for name in (RUNNER_FILE, REPORT_FILE, CONTROL_FILE):
+            remove_stale_temps(logs / name, older_than=STALE_TEMP_SECONDS)
         self.write(durable=True)
 
     def finish(self, release: Callable[[], None] | None = None,

@@ -33,6 +33,39 @@ def _bad(capsys, argv, needle):
     return err
 
 
+def test_a_settings_file_that_is_a_pipe_is_refused_at_once_by_add_and_run(qfile, tmp_path,
+                                                                         capsys):
+    """A FIFO in place of a settings file hung every command (even SIGTERM could not end it)."""
+    os.mkfifo(tmp_path / "s.json")
+    _bad(capsys, ["queue", "add", str(qfile), "python", "--settings", "s.json"],
+         "is not a regular file")
+    queue = load_queue(qfile)
+    queue.jobs[0].settings = str(tmp_path / "s.json")
+    queue.jobs[0].module = "python"
+    from spacrq.queue import save_queue
+    save_queue(queue, qfile)
+    assert main(["queue", "run", str(qfile)]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["folder", "symlink"])
+def test_a_lock_file_with_something_in_its_place_is_named_as_the_culprit(qfile, tmp_path, capsys,
+                                                                         kind):
+    """The sentence blamed the logs folder ("Is a directory") for a folder at queue.lock."""
+    lock = logs_dir(qfile) / "queue.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.unlink(missing_ok=True)
+    if kind == "folder":
+        lock.mkdir()
+    else:
+        lock.symlink_to(tmp_path / "elsewhere")
+    before = qfile.read_bytes()
+    err = _bad(capsys, ["queue", "add", str(qfile), "command", "--", "true"],
+               f"could not open the queue's lock file {lock}")
+    assert ("a folder is in its place" if kind == "folder" else "a symbolic link") in err
+    assert qfile.read_bytes() == before and not (tmp_path / "elsewhere").exists()
+
+
 def test_add_creates_the_file_and_records_the_job(qfile, tmp_path):
     queue = load_queue(qfile)
     job = queue.jobs[0]

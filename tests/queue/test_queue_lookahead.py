@@ -6,6 +6,7 @@ is met in that job's own turn, exactly as without the look ahead.
 """
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -99,3 +100,47 @@ def test_an_input_the_job_before_writes_is_checked_in_the_jobs_own_turn(tmp_path
     run_queue(load_queue(path), path)
     assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
     assert Path(tmp_path / "measured").exists()
+
+
+def test_a_settings_file_changed_while_the_job_before_runs_is_read_in_its_turn(tmp_path):
+    """Settings in a file were read ahead, and a change to the file went unseen."""
+    settings = tmp_path / "b.json"
+    settings.write_text(json.dumps({"argv": ["sh", "-c", "echo OLD > out.txt"],
+                                    "cwd": str(tmp_path)}))
+    new = json.dumps({"argv": ["sh", "-c", "echo NEW > out.txt"], "cwd": str(tmp_path)})
+    path = _queue(tmp_path, _cmd("a", ("sh", "-c", f"sleep 0.2; echo '{new}' > b.json"), tmp_path),
+                  Job(module="command", id="b", settings=str(settings)))
+    run_queue(load_queue(path), path)
+    assert (tmp_path / "out.txt").read_text() == "NEW\n"
+
+
+def test_an_input_the_job_before_removes_fails_the_job_in_its_turn_never_starting_it(tmp_path):
+    """The checks were made ahead only: a job ran without the input removed meanwhile."""
+    (tmp_path / "in.txt").write_text("data")
+    path = _queue(tmp_path, _cmd("a", ("sh", "-c", "sleep 0.1; rm in.txt"), tmp_path),
+                  Job(module="command", id="b", retries=2,
+                      settings={"argv": ["sh", "-c", "echo ran >> b.trace"],
+                                "cwd": str(tmp_path), "inputs": [str(tmp_path / "in.txt")]}))
+    run_queue(load_queue(path), path)
+    b = load_queue(path).find("b")
+    assert (b.status, b.failure_kind, b.exit_code) == ("failed", "ConfigurationError", 2)
+    assert "does not exist" in b.error and "fix:" in b.error
+    assert not (tmp_path / "b.trace").exists()
+
+
+def test_a_settings_file_turned_into_a_pipe_never_stalls_the_watch_of_the_job_at_hand(tmp_path):
+    """Reading the next job's settings ahead blocked on a FIFO: the running job's timeout
+    (and an abort) waited for it; and in the job's own turn a pipe hung the runner."""
+    settings = tmp_path / "b.json"
+    settings.write_text(json.dumps({"argv": ["true"]}))
+    path = _queue(tmp_path, _cmd("a0", ("sh", "-c", "sleep 0.3; rm b.json; mkfifo b.json"),
+                                 tmp_path),
+                  _cmd("a", ("sleep", "30"), tmp_path, timeout=1),
+                  Job(module="command", id="b", settings=str(settings)))
+    thread, done = _run_in_background(path)
+    thread.join(25)  # a's timeout is 1 s: nothing may wait on the pipe
+    assert not thread.is_alive(), "the runner hung on a settings file that is a pipe"
+    saved = load_queue(path)
+    assert [j.status for j in saved.jobs] == ["success", "failed", "failed"]
+    assert saved.find("a").failure_kind == "Timeout"
+    assert "is not a regular file" in saved.find("b").error

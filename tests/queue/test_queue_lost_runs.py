@@ -77,3 +77,4 @@ def test_a_garbled_lost_runs_is_one_sentence_and_a_journal_line_of_it_is_skipped
     assert "lost_runs" in problem
     assert transition_problem({"seq": 3, "job": "a",
                                "set": {"lost_runs": [{"started": LOST_START, "why": ""}]}}) == ""
+

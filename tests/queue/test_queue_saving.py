@@ -228,3 +228,34 @@ def test_a_journal_that_cannot_be_started_again_falls_back_to_the_file(tmp_path,
                                                                                 "pending"]
     finally:
         writer.close()
+
+
+def test_a_run_removes_what_a_killed_runner_left_half_written_and_nothing_else(tmp_path):
+    """Temporary files of killed writes stayed for ever beside the queue and its logs."""
+    import os
+    import time
+    from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    logs = tmp_path / "night_logs"
+    logs.mkdir()
+    left = [tmp_path / ".night.queue.json.k1llx9ab.tmp", tmp_path / ".night.queue.json.runner.tmp",
+            logs / ".runner.json.q2w3e4r5.tmp", logs / ".morning-report.html.a1b2c3d4.tmp"]
+    for file in left:
+        file.write_text("{half")
+    old = time.time() - 3600
+    for file in left[2:]:
+        os.utime(file, (old, old))
+    fresh = logs / ".morning-report.html.z9y8x7w6.tmp"  # (a night-report being written now)
+    fresh.write_text("<html")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    link = tmp_path / ".night.queue.json.l1nk0000.tmp"
+    link.symlink_to(outside)
+    other = tmp_path / ".other.queue.json.k1llx9ab.tmp"  # another queue's: not this one's
+    other.write_text("{half")
+    run_queue(load_queue(path), path)
+    assert [f for f in left if f.exists()] == []
+    assert fresh.exists() and other.exists() and link.is_symlink() and outside.read_text() == "keep"
