@@ -17,6 +17,8 @@ from spacrq.queue.locks import EditLock
 from spacrq.runfiles import RunFileError, read_json
 
 JOURNAL_FILE = "journal.jsonl"
+#: the runner's record of itself (see :mod:`spacrq.queue.runner`)
+RUNNER_FILE = "runner.json"
 QUEUE_SUFFIX = ".queue.json"
 
 

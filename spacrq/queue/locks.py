@@ -30,6 +30,8 @@ EDIT_LOCK_FILE = "queue.lock"
 RUNNER_LOCK_FILE = "runner.lock"
 #: Longest an editor waits for another writer to finish (a 2000-job save takes ~0.1 s).
 EDIT_WAIT = 10.0
+#: Longest a starting runner waits out a look at its lock (held shared for microseconds).
+PROBE_WAIT = 0.5
 
 
 def _open(file: Path) -> int:
@@ -217,10 +219,11 @@ class RunnerLock:
         self.fd = -1
 
     def acquire(self) -> "RunnerLock":
+        """:raises QueueError: a runner holds it.  A look by :func:`runner_holds` (``queue
+        status``, the pane's poll) holds it shared for a moment: that is waited out
+        (:data:`PROBE_WAIT`), so a look never makes a runner refuse to start."""
         fd = _open(self.file)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock_until(fd, time.monotonic() + PROBE_WAIT):
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             raise QueueError(f"this queue is already being run by process {holder}; stop it "

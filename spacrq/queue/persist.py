@@ -42,6 +42,7 @@ from spacrq.queue.locks import HeldEditLock
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
+from spacrq.queue.layout import RUNNER_FILE
 from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
@@ -185,7 +186,6 @@ class QueueWriter:
         except (OSError, QueueError):
             pass  # (the write below says what is wrong with the lock)
         from spacrq.night import REPORT_FILE
-        from spacrq.queue.runner import RUNNER_FILE  # (runner imports this module)
         logs = logs_dir(self.path)
         for name in (RUNNER_FILE, REPORT_FILE, CONTROL_FILE):
             remove_stale_temps(logs / name, older_than=STALE_TEMP_SECONDS)

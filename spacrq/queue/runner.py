@@ -28,6 +28,7 @@ from spacrq.procs import ProcessRef, is_alive, module_argv, spawn_detached
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.engine import _UNSET, run_queue
 from spacrq.queue.jobproc import Supervisor
+from spacrq.queue.layout import RUNNER_FILE
 from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, runner_holds
 from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
@@ -38,7 +39,6 @@ from spacrq.runfiles import RunFileError, append_jsonl, ask, clear, read_json, w
 __all__ = ["start_runner", "runner_state", "request_stop", "logs_dir", "serve",
            "RUNNER_FILE", "LOCK_FILE"]
 
-RUNNER_FILE = "runner.json"
 LOCK_FILE = RUNNER_LOCK_FILE
 RUNNER_LOG = "runner.log"
 _HEARTBEAT_MIN = 0.25

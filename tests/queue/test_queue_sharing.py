@@ -159,3 +159,31 @@ def test_the_old_shared_folder_is_read_only_for_the_file_it_names(tmp_path):
     assert runner_state(backup)["state"] == "finished"
     assert load_queue(night).jobs[0].status == "pending"  # night_logs is night's folder now…
     assert runner_state(night) is None  # …but what the old layout left there is backup's
+
+
+def test_a_look_at_the_runner_lock_never_makes_a_starting_runner_refuse(tmp_path):
+    """``runner_holds`` (queue status, the pane's poll) takes the lock shared for a moment; a
+    runner starting in that moment refused: 'already being run by process another process'."""
+    import fcntl
+    import threading
+
+    from spacrq.queue.locks import RUNNER_LOCK_FILE
+    from spacrq.queue.model import QueueError
+    folder = tmp_path / "night_logs"
+    folder.mkdir()
+    look = os.open(folder / RUNNER_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(look, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a look, caught in the middle
+    timer = threading.Timer(0.05, lambda: os.close(look))
+    timer.start()
+    try:
+        lock = RunnerLock(folder, "night.queue.json").acquire()
+    finally:
+        timer.join()
+    lock.release()
+    holder = os.open(folder / RUNNER_LOCK_FILE, os.O_RDWR)
+    try:  # a runner that really holds it is still refused
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(QueueError, match="already being run"):
+            RunnerLock(folder, "night.queue.json").acquire()
+    finally:
+        os.close(holder)
