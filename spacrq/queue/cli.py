@@ -347,6 +347,61 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_edit(args: argparse.Namespace) -> int:
+    """Change a job that is still to run, under the queue's edit lock and checked as an add
+    is: a running queue's runner takes the change in before the job starts; a job that
+    started or ended is refused (its run is what it is)."""
+    from spacrq.queue.edits import EditError, edit_job
+    changes: dict[str, Any] = {}
+    if args.label is not None:
+        changes["label"] = args.label
+    if args.no_timeout:
+        changes["timeout"] = None
+    elif args.timeout is not None:
+        changes["timeout"] = args.timeout
+    if args.no_after or args.after:
+        changes["after"] = [] if args.no_after else list(args.after)
+    if args.settings and args.program:
+        raise CliError("--settings and a program after '--' both give the job's settings; "
+                       "give one of them")
+    if args.settings:
+        changes["settings"] = os.path.abspath(args.settings)
+    for item in args.set:
+        try:
+            split_override(item)
+        except SettingsError as exc:
+            raise CliError(str(exc)) from None
+    if not changes and not args.set and not args.program:
+        raise CliError("nothing to change: give --set KEY=VALUE, --settings, --label, --after, "
+                       "--no-after, --timeout, --no-timeout, or a command's program after '--'")
+
+    def derive(job: Job) -> dict[str, Any]:  # (the job as it is in the file, under the lock)
+        more: dict[str, Any] = {}
+        if args.program:
+            if job.module != "command":
+                raise CliError(f"job {job.id} runs the {job.module} module; a program after "
+                               "'--' is only for command jobs (use --set or --settings)")
+            settings = dict(job.settings) if isinstance(job.settings, dict) else {}
+            more["settings"] = dict(settings, argv=list(args.program))
+        if args.set:
+            keys = {split_override(item)[0] for item in args.set}
+            kept = [o for o in job.override_args if o.split("=", 1)[0].strip() not in keys]
+            more["overrides"] = kept + list(args.set)
+        return more
+
+    warnings: list[str] = []
+    try:
+        job = edit_job(args.file, args.id, changes, warnings=warnings, derive=derive)
+    except EditError as exc:
+        raise CliError(str(exc)) from None
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    running = runner_holds(logs_dir(args.file))
+    tail = "; the queue's runner takes the change in before the job starts" if running else ""
+    print(f"changed {job.id} ({job.label}) in {args.file}{tail}")
+    return 0
+
+
 def _with_program(base: type) -> type:
     """A parser that keeps everything after ``--`` as the program of a command job."""
 
@@ -398,6 +453,27 @@ def register(subparsers: Any) -> None:
                      help="an environment variable the job gets (repeat for more)")
     add.add_argument("--cwd", help="folder the job runs in (default: this one)")
     add.set_defaults(handler=cmd_add)
+
+    sub._parser_class = _with_program(plain)
+    edit = sub.add_parser("edit", help="change a job still to run (checked now)",
+                          epilog="A command job's program may follow '--': spacrq queue edit "
+                                 "night.queue.json copy-1 -- rsync -a A C")
+    sub._parser_class = plain
+    edit.add_argument("file", help="the queue file")
+    edit.add_argument("id", help="the job to change (it must not have started)")
+    edit.add_argument("--settings", help="a new settings file (CSV Key,Value or JSON)")
+    edit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="one setting, on top of its settings: replaces an earlier --set of "
+                           "the same key (repeat for more)")
+    edit.add_argument("--label", help="a new name shown for the job")
+    edit.add_argument("--after", action="append", default=[], metavar="ID",
+                      help="run it only after job ID succeeded: replaces what it ran after "
+                           "(repeat for more)")
+    edit.add_argument("--no-after", action="store_true", help="it runs after no job")
+    edit.add_argument("--timeout", type=_positive(float, "--timeout"), metavar="SECONDS",
+                      help="a new timeout")
+    edit.add_argument("--no-timeout", action="store_true", help="no timeout")
+    edit.set_defaults(handler=cmd_edit)
 
     for name, fn, text in (("validate", cmd_validate, "list every problem with its fix"),
                            ("plan", cmd_plan, "show what would run, in order")):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -220,10 +220,14 @@ def _edited(job: Job, fields: Mapping[str, Any]) -> Job:
 
 
 def edit_job(queue_path: str | os.PathLike, job_id: str, changes: Mapping[str, Any], *,
-             modules: Modules | None = None, warnings: list[str] | None = None) -> Job:
+             modules: Modules | None = None, warnings: list[str] | None = None,
+             derive: Callable[[Job], Mapping[str, Any]] | None = None) -> Job:
     """Change the waiting job ``job_id`` of the queue in ``queue_path``; the job as saved.
 
     ``changes`` holds any of :data:`EDIT_KEYS`; a key left out keeps its value.
+    ``derive(job)``, when given, makes more of them from the job as it is in the file
+    under the lock (a change *to* its settings — one override more — rather than a
+    whole new value: an edit made meanwhile by someone else is built on, never lost).
     ``warnings`` (a list) receives a sentence per warning the check found.
 
     :raises EditError: :class:`EditMissing` (no such file or job),
@@ -232,7 +236,8 @@ def edit_job(queue_path: str | os.PathLike, job_id: str, changes: Mapping[str, A
         could not be read, locked or written) — nothing is written then.
     """
     try:
-        job, problems = _edit(Path(queue_path), job_id, _read_changes(changes), modules)
+        job, problems = _edit(Path(queue_path), job_id, _read_changes(changes), modules,
+                              derive)
     except EditError as exc:
         raise type(exc)(f"Not changed: {exc}") from None
     if warnings is not None:
@@ -240,8 +245,8 @@ def edit_job(queue_path: str | os.PathLike, job_id: str, changes: Mapping[str, A
     return job
 
 
-def _edit(path: Path, job_id: str, fields: Mapping[str, Any],
-          modules: Modules | None) -> tuple[Job, list]:
+def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules | None,
+          derive: Callable[[Job], Mapping[str, Any]] | None = None) -> tuple[Job, list]:
     if not path.exists():
         raise EditMissing(f"the queue file {path} is not there any more; open it again")
     lock = edit_lock(path)
@@ -258,6 +263,8 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any],
         refusal = edit_refusal(job)
         if refusal:
             raise EditRefused(refusal)
+        if derive is not None:
+            fields = {**fields, **_read_changes(derive(job))}
         edited = _edited(job, fields)
         loop = _cycle(queue, job.id, edited.depends_on)
         if loop:

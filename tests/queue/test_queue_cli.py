@@ -311,3 +311,52 @@ def test_a_pipe_in_place_of_the_queue_file_is_refused_not_waited_on(tmp_path, ca
     os.mkfifo(path)
     _bad(capsys, ["queue", action[0], str(path), *action[1:]], "is not a regular file")
     assert [p.name for p in tmp_path.iterdir()] == ["f.queue.json"]
+
+
+def test_edit_changes_a_waiting_job_and_keeps_what_it_was_not_told(qfile, tmp_path, capsys):
+    assert main(["queue", "add", str(qfile), "command", "--id", "copy", "--set", "cwd=/tmp",
+                 "--label", "copy", "--", "echo", "a"]) == 0
+    capsys.readouterr()
+    assert main(["queue", "edit", str(qfile), "copy", "--set", "env={\"A\": \"1\"}",
+                 "--after", "first", "--timeout", "60", "--", "echo", "b"]) == 0
+    assert "changed copy (copy)" in capsys.readouterr().out
+    job = load_queue(qfile).find("copy")
+    assert job.settings == {"argv": ["echo", "b"]} and job.depends_on == ["first"]
+    assert job.override_args == ["cwd=/tmp", 'env={"A": "1"}'] and job.timeout == 60.0
+    assert main(["queue", "edit", str(qfile), "copy", "--set", "cwd=/var", "--no-after",
+                 "--no-timeout", "--label", "copy B"]) == 0
+    job = load_queue(qfile).find("copy")
+    assert job.override_args == ['env={"A": "1"}', "cwd=/var"] and job.depends_on == []
+    assert (job.timeout, job.label) == (None, "copy B")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["ghost", "--label", "x"], "job 'ghost' is not in"),
+    (["first"], "nothing to change"),
+    (["first", "--set", "oops"], "is not key=value"),
+    (["first", "--after", "first"], "cycle"),
+    (["first", "--", "no-such-program-xyz"], "is not on PATH"),
+    (["first", "--settings", "s.json", "--", "true"], "give one of them"),
+])
+def test_edit_bad_input_is_one_sentence_and_the_file_is_untouched(qfile, capsys, argv, needle):
+    before = qfile.read_bytes()
+    _bad(capsys, ["queue", "edit", str(qfile), *argv], needle)
+    assert qfile.read_bytes() == before
+
+
+def test_edit_refuses_a_job_that_ran_and_a_program_for_another_module(qfile, tmp_path, capsys,
+                                                                     monkeypatch):
+    assert main(["queue", "run", str(qfile)]) == 0
+    capsys.readouterr()
+    before = qfile.read_bytes()
+    err = _bad(capsys, ["queue", "edit", str(qfile), "first", "--label", "late"], "Not changed")
+    assert "success" in err or "ran" in err or "finished" in err
+    assert qfile.read_bytes() == before
+    (tmp_path / "mylabsteps.py").write_text("def segment(settings):\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = tmp_path / "m.json"
+    settings.write_text(json.dumps({"target": "mylabsteps:segment"}))
+    assert main(["queue", "add", str(qfile), "python", "--id", "py", "--settings",
+                 str(settings)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    _bad(capsys, ["queue", "edit", str(qfile), "py", "--", "true"], "only for command jobs")
