@@ -383,6 +383,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
                                "'--' is only for command jobs (use --set or --settings)")
             settings = dict(job.settings) if isinstance(job.settings, dict) else {}
             more["settings"] = dict(settings, argv=list(args.program))
+            if args.label is None and job.label == job.default_label():
+                more["label"] = ""  # (a label made from the old program: made again)
         if args.set:
             keys = {split_override(item)[0] for item in args.set}
             kept = [o for o in job.override_args if o.split("=", 1)[0].strip() not in keys]

@@ -322,6 +322,9 @@ def test_edit_changes_a_waiting_job_and_keeps_what_it_was_not_told(qfile, tmp_pa
     assert "changed copy (copy)" in capsys.readouterr().out
     job = load_queue(qfile).find("copy")
     assert job.settings == {"argv": ["echo", "b"]} and job.depends_on == ["first"]
+    assert job.label == "copy"  # (given by the operator: kept)
+    assert main(["queue", "edit", str(qfile), "first", "--", "echo", "bye"]) == 0
+    assert load_queue(qfile).find("first").label == "echo bye"  # (made from the program: made again)
     assert job.override_args == ["cwd=/tmp", 'env={"A": "1"}'] and job.timeout == 60.0
     assert main(["queue", "edit", str(qfile), "copy", "--set", "cwd=/var", "--no-after",
                  "--no-timeout", "--label", "copy B"]) == 0
