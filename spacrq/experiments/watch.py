@@ -24,6 +24,7 @@ import getpass
 import inspect
 import math
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -285,9 +286,15 @@ SLOW_ACTIONS = ("create", "start", "resume")
 
 def _first_event_time(journal: Path) -> float | None:
     """The time of a run journal's first event (its start), read from its first line only."""
-    try:
-        with open(journal, "rb") as handle:
-            line = handle.read(4096).split(b"\n", 1)[0]
+    try:  # (never waiting on a pipe or a device put in its place)
+        fd = os.open(journal, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            line = os.read(fd, 4096).split(b"\n", 1)[0]
+        finally:
+            os.close(fd)
         event = loads(line, where=journal)
     except (OSError, RunFileError):
         return None

@@ -368,3 +368,28 @@ def test_only_the_looked_at_run_has_its_records_read(declared, workspace):
     assert snap.detail.run_id == "b" and snap.detail.records.count == 1
     assert {run.run_id for run in snap.runs} == {"a", "b"}
     assert watch.poll({"experiment": "sweep"}).detail is None
+
+
+def test_a_pipe_in_place_of_a_runs_journal_never_holds_up_the_poll(declared, workspace):
+    """Ordering the runs reads each journal's first line: a pipe there must not be waited on."""
+    spec, run_root = declared
+    _started(run_root, "ok", 2, 2, alive=False)
+    odd = run_root / "odd"
+    create_run(odd, "{}\n", experiment="sweep")  # (a run: its created.json says so)
+    os.mkfifo(odd / "journal.jsonl")
+    watch = ExperimentsWatch(workspace.root)
+    watch.FIRST_READ_BUDGET = 60.0
+    done = []
+    thread = threading.Thread(target=lambda: done.append(watch.poll({"experiment": "sweep"})),
+                              daemon=True)
+    thread.start()
+    thread.join(20)
+    try:
+        assert done, "the poll waited on a pipe"
+        assert {r.run_id for r in done[0].runs} == {"ok", "odd"}
+    finally:
+        if thread.is_alive():  # (only when it failed: let the blocked open go)
+            with open(odd / "journal.jsonl", "wb"):
+                pass
+            thread.join(5)
+        assert watch.close(1.0)
