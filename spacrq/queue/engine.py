@@ -192,11 +192,11 @@ class _Run:
 
     def _look_ahead(self) -> None:
         """While the job at hand runs: prepare the next one as far as its own settings go
-        (see :class:`_Ahead`).  Never fatal: whatever fails here is met again, and said,
-        when that job's turn comes.  Only ``command`` jobs: their checks are quick, so the
-        job at hand is watched (abort, timeout) without delay, and they are the jobs short
-        enough for the moment between two jobs to count; any other job starts an
-        interpreter of its own."""
+        (see :class:`_Ahead`): nothing is read or looked at on disk, so the job at hand is
+        watched (abort, timeout) without delay.  Never fatal: whatever fails here is met
+        again, and said, when that job's turn comes.  Only ``command`` jobs: they are the
+        jobs short enough for the moment between two jobs to count; any other job starts
+        an interpreter of its own."""
         self._ahead = None
         if self.injected is not None or self.stopped or self.writer is None:
             return
