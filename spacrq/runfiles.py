@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat as stat_mod
 import tempfile
 import time
@@ -534,9 +535,9 @@ def remove_stale_temps(target: str | os.PathLike, older_than: float = 0.0) -> in
         entries = list(os.scandir(path.parent))
     except OSError:
         return 0
-    prefix = f".{path.name}."
-    for entry in entries:
-        if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+    own = re.compile(re.escape(f".{path.name}.") + r"(?:[a-z0-9_]{8}|runner)\.tmp")
+    for entry in entries:  # (mkstemp's names for it, and the runner's own: nothing else)
+        if not own.fullmatch(entry.name):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

@@ -70,7 +70,10 @@ def format_time(t: float | None) -> str:
     """An epoch time as local date and time to the millisecond; ``—`` when never stamped."""
     if t is None or not math.isfinite(t):
         return "—"
-    return datetime.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="milliseconds")
+    try:
+        return datetime.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):  # (beyond any calendar: a garbled stamp)
+        return "—"
 
 
 def unit_scale(x: float, unit: str) -> tuple[float, str, int]:

@@ -29,6 +29,7 @@ from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, load_queue, logs_dir, open_queue
+from spacrq.queue.summary import lost_runs_text
 from spacrq.queue.validate import add_checked, plan, validate_queue
 from spacrq.runfiles import RunFileError, asked, control_problem
 
@@ -79,6 +80,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     transition and runs it after the jobs already queued.
     """
     path = args.file
+    _refuse_linked(path)
     if not Path(path).exists() and not Path(path).parent.is_dir():
         raise CliError(f"folder {Path(path).parent} does not exist; create it first")
     env = {}
@@ -320,8 +322,7 @@ def _print_status(args: argparse.Namespace) -> int:
         elif job.error:
             _say(f"        {job.error}")
         if job.lost_runs:
-            _say(f"        ran again from its start after a run lost with its runner "
-                 f"(started {', '.join(str(r.get('started')) for r in job.lost_runs)})")
+            _say(f"        ran again from its start after {lost_runs_text(job)}")
     if queue.stopped_reason:
         _say(f"stopped: {queue.stopped_reason}")
     return 0
@@ -347,11 +348,20 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_linked(path: str) -> None:
+    """A queue file that is a link is refused: replacing it would replace the link with a
+    copy (and lock another logs folder than its target's)."""
+    if os.path.islink(path):
+        raise CliError(f"{path} is a symbolic link; spacrq never writes through a link nor "
+                       f"replaces one: name the queue file itself ({os.path.realpath(path)})")
+
+
 def cmd_edit(args: argparse.Namespace) -> int:
     """Change a job that is still to run, under the queue's edit lock and checked as an add
     is: a running queue's runner takes the change in before the job starts; a job that
     started or ended is refused (its run is what it is)."""
     from spacrq.queue.edits import EditError, edit_job
+    _refuse_linked(args.file)
     changes: dict[str, Any] = {}
     if args.label is not None:
         changes["label"] = args.label

@@ -224,9 +224,11 @@ class RunnerLock:
         (:data:`PROBE_WAIT`), so a look never makes a runner refuse to start."""
         fd = _open(self.file)
         if not _flock_until(fd, time.monotonic() + PROBE_WAIT):
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            said = os.pread(fd, 200, 0).decode("utf-8", "replace")
+            said = "".join(c for c in said if c.isprintable()).strip()[:80]  # (a file's bytes)
+            holder = f"process {said}" if said else "another process"
             os.close(fd)
-            raise QueueError(f"this queue is already being run by process {holder}; stop it "
+            raise QueueError(f"this queue is already being run by {holder}; stop it "
                              f"with 'spacrq queue stop {self.queue}' or wait for it to finish") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)

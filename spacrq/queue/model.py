@@ -52,11 +52,17 @@ RUN_FIELDS: tuple[str, ...] = ("status", "started", "finished", "exit_code", "er
                                "log_path", "run_status", "attempts", "failure_kind",
                                "process", "overrides", "ran_with", "lost_runs")
 
+#: Most runs a job keeps as lost (each one a runner that died mid-job), and the longest
+#: text of one: a file holding more is garbage, refused in a sentence.
+MAX_LOST_RUNS, MAX_LOST_TEXT = 1000, 2000
+
+
 def lost_runs_ok(value: Any) -> bool:
     """Whether ``value`` is a job's ``lost_runs``: objects with a text ``started`` (and ``why``)."""
-    return isinstance(value, list) and all(
+    return isinstance(value, list) and len(value) <= MAX_LOST_RUNS and all(
         isinstance(r, Mapping) and isinstance(r.get("started"), str)
-        and isinstance(r.get("why", ""), str) for r in value)
+        and isinstance(r.get("why", ""), str) and len(r["started"]) <= MAX_LOST_TEXT
+        and len(r.get("why", "")) <= MAX_LOST_TEXT for r in value)
 
 
 _BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
@@ -334,8 +340,9 @@ class Job:
                                  "a whole number or null")
         lost = data.get("lost_runs") or []
         if not lost_runs_ok(lost):
-            raise QueueError(f'{where} has "lost_runs": {_short(lost)}; it is a list of '
-                             '{"started": ..., "why": ...} objects (delete it if in doubt)')
+            raise QueueError(f'{where} has "lost_runs": {_short(lost)}; it is a list of at most '
+                             f'{MAX_LOST_RUNS} {{"started": ..., "why": ...}} objects of short text '
+                             '(delete it if in doubt)')
         extras = {}
         for name in ("run_status", "process", "ran_with"):
             value = data.get(name)
@@ -362,7 +369,8 @@ class Job:
         """Clear the bookkeeping so the job runs again; with ``lost`` (why its outcome is
         unknown) the run it had is kept in :attr:`lost_runs`, else they are forgotten too."""
         if lost and self.started:
-            self.lost_runs = [*self.lost_runs, {"started": self.started, "why": lost}]
+            self.lost_runs = [*self.lost_runs, {"started": self.started[:MAX_LOST_TEXT],
+                                                "why": lost[:MAX_LOST_TEXT]}][-MAX_LOST_RUNS:]
         elif not lost:
             self.lost_runs = []
         self.status = STATUS_PENDING

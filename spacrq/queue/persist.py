@@ -187,8 +187,9 @@ class QueueWriter:
             pass  # (the write below says what is wrong with the lock)
         from spacrq.night import REPORT_FILE
         logs = logs_dir(self.path)
-        for name in (RUNNER_FILE, REPORT_FILE, CONTROL_FILE):
-            remove_stale_temps(logs / name, older_than=STALE_TEMP_SECONDS)
+        if not logs.is_symlink():  # (what is behind a link is not the queue's to tidy)
+            for name in (RUNNER_FILE, REPORT_FILE, CONTROL_FILE):
+                remove_stale_temps(logs / name, older_than=STALE_TEMP_SECONDS)
         self.write(durable=True)
 
     def finish(self, release: Callable[[], None] | None = None,

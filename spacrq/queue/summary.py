@@ -80,6 +80,15 @@ class Progress:
     message: str = ""
 
 
+def lost_runs_text(job) -> str:
+    """``a run lost with its runner (started …)``, the last three start times at most."""
+    runs = job.lost_runs
+    when = ", ".join(str(r.get("started", "?"))[:40] for r in runs[-3:])
+    more = f" and {len(runs) - 3} earlier" if len(runs) > 3 else ""
+    what = "a run" if len(runs) == 1 else f"{len(runs)} runs"
+    return f"{what} lost with its runner (started {when}{more})"
+
+
 @dataclass
 class QueueResult:
     """The queue with every job's final status, and the summary that is the deliverable."""
@@ -194,9 +203,7 @@ class QueueResult:
         if twice:
             lines.append(" Ran again from their start (a run was lost with its runner: its "
                          "outcome unknown):")
-            lines.extend(f"   {job.id}: lost run{'s' if len(job.lost_runs) > 1 else ''} of "
-                         + ", ".join(str(r.get("started", "?")) for r in job.lost_runs)
-                         for job in twice)
+            lines.extend(f"   {job.id}: {lost_runs_text(job)}" for job in twice)
             lines.append("")
         stopped = [job for job in self.jobs_with(STATUS_NOT_RUN) if job.started]
         halted = [job for job in self.jobs_with(STATUS_NOT_RUN) if not job.started]

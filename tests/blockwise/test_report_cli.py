@@ -220,3 +220,11 @@ def test_history_shows_the_run_that_was_killed_before_it_wrote_its_line(report_c
     history = json.loads(capsys.readouterr().out)["tasks"]["smooth"]
     assert [r["started_at"] for r in history] == [100.0, 200.0]
     assert history[1]["outcome"]["state"] == "interrupted"
+
+
+
+@pytest.mark.parametrize("when", [1e12 * 1e6, 253402300800.0, 1e300])
+def test_history_of_a_run_stamped_beyond_any_calendar_is_no_traceback(report_cmd, tmp_path,
+                                                                       capsys, when):
+    from spacrq.blockwise.report_format import format_time
+    assert format_time(when) == "—"

@@ -363,3 +363,39 @@ def test_edit_refuses_a_job_that_ran_and_a_program_for_another_module(qfile, tmp
                  str(settings)]) == 0, capsys.readouterr().err
     capsys.readouterr()
     _bad(capsys, ["queue", "edit", str(qfile), "py", "--", "true"], "only for command jobs")
+
+
+@pytest.mark.parametrize("action", [["add", "command", "--", "true"], ["edit", "first", "--label", "x"]])
+def test_a_queue_file_that_is_a_link_is_refused_by_add_and_edit(qfile, tmp_path, capsys, action):
+    """The link was replaced by a plain copy, and another logs folder than its target's locked."""
+    link = tmp_path / "link.queue.json"
+    link.symlink_to(qfile)
+    before = qfile.read_bytes()
+    _bad(capsys, ["queue", action[0], str(link), *action[1:]], "is a symbolic link")
+    assert link.is_symlink() and qfile.read_bytes() == before
+
+
+def test_garbage_in_the_runner_lock_is_never_echoed(tmp_path):
+    import fcntl
+    from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock
+    from spacrq.queue.model import QueueError
+    folder = tmp_path / "night_logs"
+    folder.mkdir()
+    lock = folder / RUNNER_LOCK_FILE
+    lock.write_bytes(b"\x1b[2J\x1b]0;x\x07<b>")
+    holder = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(QueueError) as exc:
+            RunnerLock(folder, "night.queue.json").acquire()
+    finally:
+        os.close(holder)
+    assert "\x1b" not in str(exc.value) and "\x07" not in str(exc.value)
+    lock.write_bytes(b"")
+    holder = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(QueueError, match="already being run by another process;"):
+            RunnerLock(folder, "night.queue.json").acquire()
+    finally:
+        os.close(holder)

@@ -47,7 +47,7 @@ def test_the_run_lost_with_its_runner_is_kept_counted_and_drawn(tmp_path):
     assert "a (lost)" in report  # its bar on the timeline
     assert "1 job(s) ran again from their start after a run lost with its runner (a)" in report
     assert "1 run(s) lost with their runner" in status_tip(job_row(1, job).value)
-    assert f"a: lost run of {LOST_START}" in result.summary()
+    assert f"a: a run lost with its runner (started {LOST_START})" in result.summary()
 
 
 def test_queue_status_says_the_job_ran_again_after_a_lost_run(tmp_path, capsys):
@@ -69,7 +69,8 @@ def test_a_restart_by_the_operator_forgets_the_lost_runs(tmp_path):
     assert queue.jobs[0].lost_runs == [] and queue.jobs[0].status == "pending"
 
 
-@pytest.mark.parametrize("bad", ["yesterday", [1], [{"why": "x"}], [{"started": 5}], {"a": 1}])
+@pytest.mark.parametrize("bad", ["yesterday", [1], [{"why": "x"}], [{"started": 5}], {"a": 1},
+                                 [{"started": LOST_START}] * 1001, [{"started": "x" * 5000}]])
 def test_a_garbled_lost_runs_is_one_sentence_and_a_journal_line_of_it_is_skipped(bad):
     with pytest.raises(QueueError, match='"lost_runs".*delete it if in doubt'):
         Job.from_dict({"module": "command", "id": "a", "lost_runs": bad})
@@ -78,3 +79,19 @@ def test_a_garbled_lost_runs_is_one_sentence_and_a_journal_line_of_it_is_skipped
     assert transition_problem({"seq": 3, "job": "a",
                                "set": {"lost_runs": [{"started": LOST_START, "why": ""}]}}) == ""
 
+
+
+def test_status_and_summary_name_three_lost_runs_at_most(tmp_path, capsys):
+    from spacrq import cli
+    path = _left_running(tmp_path)
+    queue = load_queue(path)
+    queue.jobs[0].lost_runs = [{"started": f"2026-11-{d:02d}T01:00:00+00:00", "why": "x"}
+                               for d in range(1, 11)]
+    save_queue(queue, path)
+    result = resume_queue(path)
+    capsys.readouterr()
+    assert cli.main(["queue", "status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "11 runs lost with its runner" in out and "and 8 earlier" in out
+    assert "2026-11-01T" not in out and "2026-11-10T01:00:00+00:00" in out
+    assert "11 runs lost with its runner" in result.summary()

@@ -256,6 +256,31 @@ def test_a_run_removes_what_a_killed_runner_left_half_written_and_nothing_else(t
     link.symlink_to(outside)
     other = tmp_path / ".other.queue.json.k1llx9ab.tmp"  # another queue's: not this one's
     other.write_text("{half")
+    keep = [tmp_path / ".night.queue.json.b.queue.json.zzzz9999.tmp",  # queue 'night.queue.json.b'
+            tmp_path / ".night.queue.json.run_status.json.abcd1234.tmp",  # the ledger's
+            tmp_path / ".night.queue.json.mine.tmp"]  # named so by hand
+    for file in keep:
+        file.write_text("mine")
     run_queue(load_queue(path), path)
     assert [f for f in left if f.exists()] == []
     assert fresh.exists() and other.exists() and link.is_symlink() and outside.read_text() == "keep"
+    assert all(f.read_text() == "mine" for f in keep)
+
+
+def test_nothing_behind_a_linked_logs_folder_is_removed(tmp_path):
+    import os
+    import time
+    from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    old_temp = elsewhere / ".runner.json.keepme00.tmp"
+    old_temp.write_text("x")
+    old = time.time() - 7200
+    os.utime(old_temp, (old, old))
+    (tmp_path / "night_logs").symlink_to(elsewhere)
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    run_queue(load_queue(path), path)
+    assert old_temp.exists()
