@@ -118,6 +118,11 @@ def load_queue(path: str | os.PathLike) -> Queue:
     queue = None
     for _ in range(20):
         document, inode = _read_document(path)
+        if isinstance(document, dict) and "jobs" not in document \
+                and "spacr_queue" not in document:
+            raise QueueError(f'{path} is not a queue file: it holds neither "jobs" nor '
+                             '"spacr_queue"; name a queue file (NAME.queue.json), or write '
+                             '{"spacr_queue": 1, "jobs": []} in it to start an empty queue')
         queue = Queue.from_dict(document)
         replay_journal(queue, path)
         try:

@@ -399,3 +399,13 @@ def test_garbage_in_the_runner_lock_is_never_echoed(tmp_path):
             RunnerLock(folder, "night.queue.json").acquire()
     finally:
         os.close(holder)
+
+
+def test_a_json_file_that_is_not_a_queue_is_never_taken_for_an_empty_one(tmp_path, capsys):
+    """{"x": 1} read as an empty queue, and 'queue add' then replaced it, dropping its data."""
+    other = tmp_path / "notq.queue.json"
+    other.write_text('{"x": 1, "important": "data"}')
+    for argv in (["status", str(other)], ["add", str(other), "command", "--", "true"],
+                 ["edit", str(other), "a", "--label", "x"]):
+        _bad(capsys, ["queue", *argv], "is not a queue file")
+    assert other.read_text() == '{"x": 1, "important": "data"}'
