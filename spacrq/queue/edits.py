@@ -258,8 +258,14 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
         queue = load_queue(path)
         job = queue.find(job_id)
         if job is None:
-            raise EditMissing(f"job {job_id!r} is not in {path.name} any more; it was "
-                              "removed, or the file was replaced")
+            known = ", ".join(j.id for j in queue.jobs[:8]) + (", …" if len(queue.jobs) > 8
+                                                                else "")
+            raise EditMissing(f"job {job_id!r} is not in {path.name} (never there, removed, or "
+                              f"the file was replaced); its jobs are: {known or 'none'}")
+        if job.status == STATUS_RUNNING and not runner_holds(logs_dir(path)):
+            raise EditRefused(f"job {job.id} was left running by a runner that is gone; "
+                              f"'spacrq queue resume {path}' records, adopts or reruns it, "
+                              "and a job cannot be edited before that")
         refusal = edit_refusal(job)
         if refusal:
             raise EditRefused(refusal)

@@ -409,3 +409,17 @@ def test_a_json_file_that_is_not_a_queue_is_never_taken_for_an_empty_one(tmp_pat
                  ["edit", str(other), "a", "--label", "x"]):
         _bad(capsys, ["queue", *argv], "is not a queue file")
     assert other.read_text() == '{"x": 1, "important": "data"}'
+
+
+def test_edit_of_a_job_a_dead_runner_left_running_says_resume_and_an_unknown_id_names_the_jobs(
+        qfile, capsys):
+    queue = load_queue(qfile)
+    queue.jobs[0].status = "running"  # (as a runner that died leaves it)
+    from spacrq.queue import save_queue
+    save_queue(queue, qfile)
+    err = _bad(capsys, ["queue", "edit", str(qfile), "first", "--label", "x"],
+               "was left running by a runner that is gone")
+    assert f"'spacrq queue resume {qfile}'" in err
+    err = _bad(capsys, ["queue", "edit", str(qfile), "zz", "--label", "x"],
+               "job 'zz' is not in night.queue.json (never there")
+    assert "its jobs are: first" in err
