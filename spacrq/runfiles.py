@@ -50,6 +50,7 @@ from typing import Any, Iterator, Mapping
 import orjson
 
 __all__ = [
+    "read_regular",
     "remove_stale_temps",
     "CONTROL_FILE",
     "PROGRESS_FILE",
@@ -392,24 +393,19 @@ def _kind(value: Any) -> str:
     return _KIND_NAMES.get(type(value), type(value).__name__)
 
 
-def read_json(path: str | os.PathLike, default: Any = None, *,
-              expect: type | tuple[type, ...] | None = None,
-              max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
-    """The JSON document at ``path``; ``default`` when it is missing or empty.
+def read_regular(path: str | os.PathLike, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of the regular file at ``path``, read without ever waiting on what stands
+    in its place (a FIFO, a device) and never past ``max_bytes``.
 
-    ``expect`` (``dict``, ``list``, …) is the shape the caller needs; a file
-    holding anything else is refused like a garbled one.  A file larger than
-    ``max_bytes``, a folder, a device or a FIFO in the file's place is refused
-    without reading it.
-
-    :raises RunFileError: when the file exists but cannot be used, naming it
-        and the fix.
+    :raises FileNotFoundError: it is not there.
+    :raises RunFileError: it cannot be read, is not a regular file, or is too large,
+        naming it and the fix.
     """
     target = Path(path)
     try:
         fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        return default
+        raise
     except OSError as exc:
         raise RunFileError(f"could not read {target}: {exc.strerror or exc}; "
                            "check that it is a readable file", target) from None
@@ -437,7 +433,27 @@ def read_json(path: str | os.PathLike, default: Any = None, *,
                            "check that it is a readable file", target) from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def read_json(path: str | os.PathLike, default: Any = None, *,
+              expect: type | tuple[type, ...] | None = None,
+              max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
+    """The JSON document at ``path``; ``default`` when it is missing or empty.
+
+    ``expect`` (``dict``, ``list``, …) is the shape the caller needs; a file
+    holding anything else is refused like a garbled one.  A file larger than
+    ``max_bytes``, a folder, a device or a FIFO in the file's place is refused
+    without reading it.
+
+    :raises RunFileError: when the file exists but cannot be used, naming it
+        and the fix.
+    """
+    target = Path(path)
+    try:
+        data = read_regular(target, max_bytes)
+    except FileNotFoundError:
+        return default
     if not data.strip():
         return default
     doc = loads(data, where=target)

@@ -31,7 +31,7 @@ from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.store import edit_queue, load_queue, logs_dir, open_queue
 from spacrq.queue.summary import lost_runs_text
 from spacrq.queue.validate import add_checked, plan, validate_queue
-from spacrq.runfiles import RunFileError, asked, control_problem
+from spacrq.runfiles import RunFileError, asked, control_problem, refuse_link
 
 
 def _load(path: str) -> Queue:
@@ -89,11 +89,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise CliError(f"--env {item!r} is not NAME=value; write it like --env OMP_NUM_THREADS=4")
         env[key] = value
-    for item in args.set:
-        try:
-            split_override(item)
-        except SettingsError as exc:
-            raise CliError(str(exc)) from None
+    _check_overrides(args.set)
     settings: Any = args.settings or ""
     if args.program:
         if args.module != "command":
@@ -351,9 +347,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def _refuse_linked(path: str) -> None:
     """A queue file that is a link is refused: replacing it would replace the link with a
     copy (and lock another logs folder than its target's)."""
-    if os.path.islink(path):
-        raise CliError(f"{path} is a symbolic link; spacrq never writes through a link nor "
-                       f"replaces one: name the queue file itself ({os.path.realpath(path)})")
+    try:
+        refuse_link(path, "queue file")
+    except RunFileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _check_overrides(items: list[str]) -> None:
+    for item in items:
+        try:
+            split_override(item)
+        except SettingsError as exc:
+            raise CliError(str(exc)) from None
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
@@ -376,11 +381,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
                        "give one of them")
     if args.settings:
         changes["settings"] = os.path.abspath(args.settings)
-    for item in args.set:
-        try:
-            split_override(item)
-        except SettingsError as exc:
-            raise CliError(str(exc)) from None
+    _check_overrides(args.set)
     if not changes and not args.set and not args.program:
         raise CliError("nothing to change: give --set KEY=VALUE, --settings, --label, --after, "
                        "--no-after, --timeout, --no-timeout, or a command's program after '--'")
@@ -438,11 +439,18 @@ def register(subparsers: Any) -> None:
     queue.set_defaults(handler=lambda a: (queue.print_help(), 2)[1])
 
     plain = sub._parser_class
-    sub._parser_class = _with_program(plain)
-    add = sub.add_parser("add", help="add a job (checked now, not at 3 a.m.)",
-                         epilog="For the command module the program may follow '--': "
-                                "spacrq queue add night.queue.json command -- rsync -a A B")
-    sub._parser_class = plain
+
+    def with_program(name: str, **kw: Any) -> argparse.ArgumentParser:
+        """A subcommand whose arguments after ``--`` are a command job's program."""
+        sub._parser_class = _with_program(plain)
+        try:
+            return sub.add_parser(name, **kw)
+        finally:
+            sub._parser_class = plain
+
+    add = with_program("add", help="add a job (checked now, not at 3 a.m.)",
+                       epilog="For the command module the program may follow '--': "
+                              "spacrq queue add night.queue.json command -- rsync -a A B")
     add.add_argument("file", help="the queue file (NAME.queue.json), made if it does not exist")
     add.add_argument("module", help="what the job runs: command, python, blockwise, experiment, "
                                     "or a spaCR step ('python -m spacrq.run --list' lists them)")
@@ -466,11 +474,9 @@ def register(subparsers: Any) -> None:
     add.add_argument("--cwd", help="folder the job runs in (default: this one)")
     add.set_defaults(handler=cmd_add)
 
-    sub._parser_class = _with_program(plain)
-    edit = sub.add_parser("edit", help="change a job still to run (checked now)",
-                          epilog="A command job's program may follow '--': spacrq queue edit "
-                                 "night.queue.json copy-1 -- rsync -a A C")
-    sub._parser_class = plain
+    edit = with_program("edit", help="change a job still to run (checked now)",
+                        epilog="A command job's program may follow '--': spacrq queue edit "
+                               "night.queue.json copy-1 -- rsync -a A C")
     edit.add_argument("file", help="the queue file")
     edit.add_argument("id", help="the job to change (it must not have started)")
     edit.add_argument("--settings", help="a new settings file (CSV Key,Value or JSON)")

@@ -291,7 +291,7 @@ class _Run:
             if not self._checked(i, job, ahead.spec, ahead.settings):
                 return None
             return ahead.spec, ahead.settings, ahead.settings_path, ahead.folders, ahead.plan
-        spec, settings, plan, folders = self._resolved(i, job)
+        spec, settings, folders = self._resolved(i, job)
         if spec is None:
             return None
         settings_path = os.path.join(self._root, f"{job.id}.settings.json")
@@ -302,10 +302,10 @@ class _Run:
                 self.fail_early(job, i, "SaveError", f"could not write its settings file "
                                 f"{settings_path} ({getattr(exc, 'strerror', None) or exc})")
                 return None
-        return spec, settings, settings_path, folders, plan
+        return spec, settings, settings_path, folders, None
 
     def _resolved(self, i: int, job: Job) -> tuple:
-        """``(spec, settings, None, folders)``; spec None when the job failed early."""
+        """``(spec, settings, folders)``; spec None when the job failed early."""
         try:
             spec = self.modules.spec(job.module)
             if spec is None:
@@ -313,10 +313,10 @@ class _Run:
             settings = resolve_job_settings(job, self.modules)
         except (SettingsError, ModuleError) as exc:
             self.fail_early(job, i, "ConfigurationError", str(exc))
-            return None, None, None, None
+            return None, None, None
         if not self._checked(i, job, spec, settings):
-            return None, None, None, None
-        return spec, settings, None, spec.output_folders(settings)
+            return None, None, None
+        return spec, settings, spec.output_folders(settings)
 
     def _checked(self, i: int, job: Job, spec: Any, settings: dict) -> bool:
         """The job's checks, in its turn (its inputs, program, working folder as they are

@@ -13,11 +13,10 @@ import ast
 import csv
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from spacrq.runfiles import RunFileError, loads
+from spacrq.runfiles import RunFileError, loads, read_regular
 
 _CSV_COLUMNS = (("Key", "Value"), ("key", "value"), ("setting_key", "setting_value"),
                 ("Setting", "Value"), ("name", "value"))
@@ -61,29 +60,6 @@ def _resolve(path: str, cwd: str | None) -> Path:
 MAX_SETTINGS_BYTES = 16 << 20
 
 
-def _read_regular(target: Path) -> bytes:
-    """The bytes of ``target`` if it is a regular file of a settings file's size; a FIFO, a
-    device or a socket in its place is refused at once instead of waited on for ever.
-    :raises SettingsError, OSError:"""
-    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SettingsError(f"settings {target} is not a regular file (a pipe, a device or "
-                                "a socket); give a settings CSV or JSON file")
-        if st.st_size > MAX_SETTINGS_BYTES:
-            raise SettingsError(f"settings file {target} is {st.st_size >> 20} MiB, too large "
-                                "for settings; give a settings CSV or JSON file")
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
 def load_settings_file(path: str, cwd: str | None = None) -> dict[str, Any]:
     """Read a settings CSV (``Key,Value``) or JSON object.
 
@@ -93,7 +69,9 @@ def load_settings_file(path: str, cwd: str | None = None) -> dict[str, Any]:
     if target.is_dir():
         raise SettingsError(f"settings {target} is a folder; give a settings CSV or JSON file")
     try:
-        text = _read_regular(target).decode("utf-8-sig")
+        text = read_regular(target, MAX_SETTINGS_BYTES).decode("utf-8-sig")
+    except RunFileError as exc:  # (a pipe or a device in its place is refused, never waited on)
+        raise SettingsError(str(exc)) from None
     except FileNotFoundError:
         raise SettingsError(f"settings file not found: {target}; check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
