@@ -1,7 +1,7 @@
 """``python -m spacrq`` is the ``spacrq`` command."""
 import sys
 
-from spacrq.cli import main
+from spacrq.cli import command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -125,6 +125,16 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0 if expected == (1, 1, 1, 0) else 1
 
 
+def command() -> int:
+    """The ``spacrq`` command itself (``python -m spacrq``, the installed script, the bundle):
+    :func:`main` on this process's arguments, as the one process that may replace itself
+    (a foreground ``queue run`` becomes its runner's keeper, see
+    :mod:`spacrq.queue.keeper`); a test or a script calling :func:`main` never is."""
+    from spacrq.queue import keeper
+    keeper.MAY_KEEP = True
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and (argv[0] == "--workspace" or argv[0].startswith("--workspace=")):

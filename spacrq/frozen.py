@@ -144,4 +144,6 @@ def dispatch(argv: Sequence[str]) -> int:
 def main() -> None:
     """The bundle's entry point (packaging/spacrq_bundle.py calls it)."""
     _restore_library_path()
+    from spacrq.queue import keeper
+    keeper.MAY_KEEP = True  # this process is the spacrq command (see spacrq.cli.command)
     sys.exit(dispatch(sys.argv[1:]))

@@ -90,7 +90,8 @@ def is_alive(pid: int | None, started: float | None = None) -> bool:
 
 def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = None,
                    cwd: str | os.PathLike | None = None,
-                   env: Mapping[str, str] | None = None) -> subprocess.Popen:
+                   env: Mapping[str, str] | None = None,
+                   pass_fds: Sequence[int] = ()) -> subprocess.Popen:
     """Start ``argv`` in a new session (its own process group), no shell.
 
     stdin is closed, stdout and stderr go to ``log_path`` (appended) or are
@@ -113,6 +114,7 @@ def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = 
             env=dict(env) if env is not None else None,
             start_new_session=True,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
     finally:
         if out is not subprocess.DEVNULL:

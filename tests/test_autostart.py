@@ -177,6 +177,8 @@ def kill_as_a_reboot_would(path: Path) -> None:
     state = runner_state(path)
     runner = psutil.Process(state["pid"])
     doomed = [runner, *runner.children(recursive=True)]
+    if state.get("keeper"):  # the runner's keeper dies with the machine too, first
+        doomed.insert(0, psutil.Process(state["keeper"]))
     job = (load_queue(path).find("long").process or {}).get("pid")
     if job:
         try:

@@ -24,6 +24,7 @@ from spacrq.queue.adopt import unwatched
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, Job, Queue, QueueError)
+from spacrq.queue.keeper import run_kept
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.resume import prepare_resume
 from spacrq.queue.runner import request_stop, runner_state, serve, start_runner
@@ -212,6 +213,8 @@ def _nothing_left(path: str, queue: Queue, retry_failed: bool) -> int | None:
 
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
+    if not args.detach:  # the command becomes its runner's keeper (spacrq.queue.keeper)
+        run_kept(logs_dir(Path(path).resolve()))
     # one sentence now for a file that cannot be run (and a dead runner's journal folded)
     done = _nothing_left(path, _load(path), retry_failed)
     if done is not None:

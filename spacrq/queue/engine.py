@@ -18,9 +18,11 @@ The rules a night nobody watches depends on:
   so a crash or reboot loses nothing and :func:`resume_queue` carries on; a
   save that fails never ends the night (the state stays in memory and is
   written at the next save that succeeds).
-* Jobs run under a supervisor process that outlives the runner
-  (:mod:`spacrq.queue.supervise`), so a job that ends while its runner is
-  dead is recorded by the next runner, never run twice (:mod:`spacrq.queue.adopt`).
+* A job's end is written down by something that outlives the runner — the
+  runner's keeper (:mod:`spacrq.queue.keeper`, :mod:`spacrq.queue.direct`), or
+  for a runner with none a supervisor process (:mod:`spacrq.queue.supervise`) —
+  so a job that ends while its runner is dead is recorded by the next runner,
+  never run twice (:mod:`spacrq.queue.adopt`).
 """
 from __future__ import annotations
 

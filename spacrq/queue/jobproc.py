@@ -6,8 +6,10 @@ own process group so that stopping it (abort, timeout) stops whatever it
 started too: SIGTERM to the group, a grace period (``SPACRQ_GRACE``, 10 s by
 default), then SIGKILL.
 
-Jobs are started by the run's supervisor process (:mod:`spacrq.queue.supervise`),
-which outlives the runner and writes down how each job ended.  A ``command``
+Jobs are started by the runner itself when a keeper watches over it
+(:mod:`spacrq.queue.direct`, :mod:`spacrq.queue.keeper`), else by the run's
+supervisor process (:mod:`spacrq.queue.supervise`); either way something that
+outlives the runner writes down how each job ended.  A ``command``
 job is executed directly (it needs no module code); a spaCR
 job is ``python -m spacr.cli KEY …``; any other module runs through
 ``python -m spacrq.run MODULE --settings <resolved settings>``.
@@ -263,6 +265,10 @@ class Supervisor:
         """The next answer about the job at hand (``pid`` or ``exit``); None if none came."""
         return self._line(timeout)
 
+    def stop(self, ref: ProcessRef, grace: float) -> str:
+        """Stop the job's process group (SIGTERM, ``grace``, SIGKILL); how it went."""
+        return stop_group(ref.pid, grace, started=ref.started)
+
     def abandon(self) -> None:
         self._owed += 1
 
@@ -397,7 +403,7 @@ class ProcessRunner:
                     _log(log_path, f"# spacrq: {exc} before it started this job; starting it "
                                    "again under a new supervisor\n")
                     continue
-                outcome = _stop_unended(ref, attempt, grace)
+                outcome = _stop_unended(self.supervisor, ref, attempt, grace)
                 if outcome:
                     _log(log_path, f"\n# spacrq: {exc} while the job ran; its processes were "
                                    f"{outcome}, so that nothing runs unwatched (grace "
@@ -410,7 +416,7 @@ class ProcessRunner:
                     except SupervisorLost:
                         self.supervisor.lost()
                     attempt.ref = attempt.ref or _started_anyway(job, log_path)
-                _stop_unended(attempt.ref, attempt, grace)
+                _stop_unended(self.supervisor, attempt.ref, attempt, grace)
                 if not attempt.ended and self.supervisor.popen is not None:
                     self.supervisor.abandon()  # its end is still to come
                 raise
@@ -463,12 +469,12 @@ class ProcessRunner:
                     continue
             ref = attempt.ref
             if self.control is not None and self.control.abort_requested():
-                outcome = stop_group(ref.pid, grace, started=ref.started)
+                outcome = self.supervisor.stop(ref, grace)
                 _log(log_path, f"\n# aborted by the operator at {now_iso()}; the job's "
                                f"processes were {outcome} (grace {grace:g}s)\n")
                 raise JobCancelled(outcome)
             if deadline is not None and now >= deadline:
-                outcome = stop_group(ref.pid, grace, started=ref.started)
+                outcome = self.supervisor.stop(ref, grace)
                 _log(log_path, f"\n# timeout: still running after {job.timeout:g}s; the job's "
                                f"processes were {outcome}\n")
                 end = self._next(job, attempt, 2.0)  # its exit code, as the supervisor saw it
@@ -480,12 +486,13 @@ class ProcessRunner:
                 self.heartbeat()
 
 
-def _stop_unended(ref: ProcessRef | None, attempt: "_Attempt", grace: float) -> str:
+def _stop_unended(starter: "Supervisor", ref: ProcessRef | None, attempt: "_Attempt",
+                  grace: float) -> str:
     """Stop the job's process group if it still runs and its end was not heard: a job is
     never left running behind the runner's back.  How it was stopped, or ''."""
     if ref is None or attempt.ended or not ref.alive():
         return ""
-    return stop_group(ref.pid, grace, started=ref.started)
+    return starter.stop(ref, grace)
 
 
 def _started_anyway(job: Job, log_path: str) -> ProcessRef | None:

@@ -16,6 +16,7 @@ Pane-facing API (no Qt, cheap enough to call from a poller):
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import sys
@@ -27,6 +28,8 @@ from typing import Any
 from spacrq.procs import ProcessRef, is_alive, module_argv, spawn_detached
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.engine import _UNSET, run_queue
+from spacrq.queue import keeper as keepers
+from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.layout import RUNNER_FILE
 from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, runner_holds
@@ -124,14 +127,39 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     if retry_failed:
         argv.append("--retry-failed")
     log = logs_dir(target) / RUNNER_LOG
+    told, tell = os.pipe()
     try:
-        popen = spawn_detached(argv, log_path=log, cwd=target.parent)
+        # the runner starts under its keeper (spacrq.queue.keeper), which tells its pid
+        popen = spawn_detached(keepers.keeper_argv(argv, logs_dir(target), tell), log_path=log,
+                               cwd=target.parent, pass_fds=(tell,))
     except OSError as exc:
         raise QueueError(f"could not start the runner ({exc.strerror or exc}); check that "
                          f"{log.parent} is a writable folder") from None
-    ref = ProcessRef.of(popen.pid)
-    _record_starting(target, ref)
+    finally:
+        os.close(tell)
+    try:
+        ref = ProcessRef.of(_told_pid(told) or popen.pid)
+    finally:
+        os.close(told)
+    _record_starting(target, ref, keeper=popen.pid)
     return ref
+
+
+def _told_pid(fd: int, timeout: float = 10.0) -> int | None:
+    """The runner's pid as its keeper tells it on ``fd`` (None: it did not, in time)."""
+    data, deadline = b"", time.monotonic() + timeout
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        return int(data.split(b"\n")[0]) or None
+    except ValueError:
+        return None
 
 
 #: one line per runner start and end, so the morning report can tell a night that crashed
@@ -158,7 +186,7 @@ def runner_history(path: str | os.PathLike) -> list[dict[str, Any]]:
             if r.get("event") in ("started", "ended") and isinstance(r.get("at"), str)]
 
 
-def _record_starting(path: Path, ref: ProcessRef) -> None:
+def _record_starting(path: Path, ref: ProcessRef, keeper: int | None = None) -> None:
     """Name the runner in ``runner.json`` as ``starting`` until it writes its own record.
 
     Between the start and the runner's first write, whoever asks (a second
@@ -176,7 +204,9 @@ def _record_starting(path: Path, ref: ProcessRef) -> None:
     try:
         write_json(target, {"pid": ref.pid, "started": ref.started, "host": socket.gethostname(),
                             "queue": str(path), "state": "starting", "current_job": None,
-                            "started_at": now_iso(), "heartbeat_at": time.time()}, durable=False)
+                            "started_at": now_iso(), "heartbeat_at": time.time(),
+                            **({"keeper": keeper} if keeper and keeper != ref.pid else {})},
+                   durable=False)
     except OSError:
         pass  # the runner writes its own record; this one only closes a gap
 
@@ -187,13 +217,15 @@ QueueLock = RunnerLock  # the old name
 class _RunnerFile:
     """``runner.json``: who runs the queue, what it is doing, and a heartbeat."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keeper: int | None = None) -> None:
         self.file = logs_dir(path) / RUNNER_FILE
         me = ProcessRef.of(os.getpid())
         self.doc: dict[str, Any] = {"pid": me.pid, "started": me.started,
                                     "host": socket.gethostname(), "queue": str(path),
                                     "state": "running", "current_job": None,
                                     "started_at": now_iso(), "heartbeat_at": time.time()}
+        if keeper:
+            self.doc["keeper"] = keeper
         self._last = 0.0
 
     def write(self, **changes: Any) -> None:
@@ -240,9 +272,14 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     target = Path(path).resolve()
     if not target.is_file():
         load_queue(target)  # raises the one-sentence reason, before any logs folder exists
+    keeper = keepers.kept_by()
+    os.environ.pop(keepers.KEEPER_ENV, None)  # (the jobs' environment is the runner's)
     lock = RunnerLock(logs_dir(target), path).acquire()
-    supervisor = Supervisor()
-    supervisor.warm()  # its start-up overlaps the runner's own (load, check, first write)
+    if keeper:  # jobs are this process's own children; the keeper records what it leaves
+        supervisor: Any = DirectStarter(keeper, fallback=Supervisor())
+    else:
+        supervisor = Supervisor()
+        supervisor.warm()  # its start-up overlaps the runner's own (load, check, first write)
     control = Control(logs_dir(target), report=_report)
     previous = {}
 
@@ -253,7 +290,7 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if in_main_thread else ():
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's choice is kept
             previous[sig] = signal.signal(sig, on_signal)
-    info = _RunnerFile(target)
+    info = _RunnerFile(target, keeper)
     try:
         queue, key = load_for_run(target, resume, retry_failed)
         clear(logs_dir(target))

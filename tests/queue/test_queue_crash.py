@@ -374,6 +374,7 @@ def test_a_supervisor_killed_before_it_named_its_job_leaves_nothing_running(tmp_
     supervisor of its own."""
     monkeypatch.setenv("SPACRQ_QUEUE_ANNOUNCE_AFTER", "60")
     monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    monkeypatch.setenv("SPACRQ_QUEUE_KEEPER", "0")  # a runner with no keeper: a supervisor
     path = _queue(tmp_path, [
         Job(module="command", id="long", cwd=str(tmp_path),
             settings={"argv": ["sh", "-c", "echo $$ > long.pid; exec sleep 60"]}),

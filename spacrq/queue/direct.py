@@ -1,0 +1,309 @@
+"""Jobs started by the runner itself, for a runner its keeper watches over.
+
+The runner's side of :mod:`spacrq.queue.keeper`: with a keeper as its parent
+the runner needs no supervisor process to outlive it, so it starts each job
+as its own child, and the moment between two jobs costs no second process's
+wake-up and answer.  :class:`DirectStarter` speaks the interface of
+:class:`spacrq.queue.jobproc.Supervisor` (``send``, ``answer``, ``wait``,
+``stop``, ``abandon``, ``close``), so :class:`~spacrq.queue.jobproc.ProcessRunner`
+runs jobs the same way through either.
+
+The order is what keeps a finished job from being run twice:
+
+1. the job's start (its pid, this runner's keeper as its ``supervisor``) is
+   written to its exit record as soon as it runs;
+2. its end is seen with ``waitid(…, WNOWAIT)``, which leaves it a zombie, and
+   told to the engine, which makes it durable in the queue's journal;
+3. only then — before the next job starts, or when the run ends — is it
+   reaped (``wait4``: its peak memory), its end written to its exit record,
+   and whatever it left in its process group stopped.
+
+A runner that dies before 3 leaves the job (running, or a zombie) to its
+keeper, which reaps it and writes its end to the exit record.  A runner
+whose keeper died (its parent changed) starts the rest of its jobs under a
+supervisor process, as an unkept runner does.
+"""
+from __future__ import annotations
+
+import os
+import select
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from spacrq.queue import supervise
+from spacrq.queue.supervise import (_APPEND, _now, _peak_of, _spawn, _stop_leftovers,
+                                    announce_after)
+
+#: how long the end of a job that was stopped (an abort, an interrupt) is waited for before
+#: it is left to the keeper
+STOPPED_WAIT = 10.0
+
+
+@dataclass
+class _Job:
+    pid: int
+    handle: Any  # what started it (a Popen is kept until reaped: it would reap it itself)
+    key: str
+    job: str
+    record: str
+    log: str
+    log_fd: int
+    record_fd: int
+    pidfd: int
+    started: float
+    announce_at: float
+    grace: float
+    announced: bool = False
+    code: int | None = None  # once its end was seen (not yet reaped)
+    finished: str = ""
+
+
+def _siginfo_code(info: Any) -> int:
+    """A ``waitid`` result as ``os.waitstatus_to_exitcode`` gives it (a signal: negative)."""
+    if info.si_code == os.CLD_EXITED:
+        return int(info.si_status)
+    return -int(info.si_status)
+
+
+class DirectStarter:
+    """Starts the runner's jobs as its own children (see the module's docstring)."""
+
+    #: (ProcessRunner asks ``popen is not None`` for "the starter is there")
+    popen: object = True
+
+    def __init__(self, keeper: int, fallback: Any = None) -> None:
+        self.keeper = keeper
+        self._fallback = fallback  # a Supervisor, once the keeper is gone
+        self._job: _Job | None = None
+        self._answers: list[dict] = []
+        self._announce = announce_after()
+        self._owed = False  # the job at hand was stopped without its end being heard
+        self._active: Any = self  # who started the job at hand (the fallback, once used)
+
+    # -- the keeper -----------------------------------------------------------------------
+    def _via(self) -> Any:
+        """The supervisor jobs go through when the keeper died (None while it lives)."""
+        if self._fallback is None:
+            return None
+        if getattr(self, "_kept", True) and os.getppid() == self.keeper:
+            return None
+        self._kept = False
+        return self._fallback
+
+    def warm(self) -> None:
+        pass
+
+    # -- one job --------------------------------------------------------------------------
+    def send(self, request: dict, ready: Callable[[], None] | None = None) -> None:
+        self._settle()
+        via = self._via()
+        if via is not None:
+            self._active = via
+            return via.send(request, ready)
+        self._active = self
+        log, record, key = request["log"], request["record"], request["key"]
+        base = {"key": key, "job": request.get("job", "")}
+        problem, log_fd = "", -1
+        try:
+            log_fd = os.open(log, _APPEND, 0o644)
+        except OSError as exc:
+            problem = f"could not open its log {log} ({exc.strerror or exc})"
+        else:
+            header = request.get("header")
+            if isinstance(header, str) and header:
+                try:
+                    os.write(log_fd, header.encode("utf-8", "replace"))
+                except OSError:
+                    pass  # the job's own output will say the same about the log
+        cwd = request.get("cwd") or None
+        if not problem and cwd and not os.path.isdir(cwd):
+            problem = f"its working folder {cwd} does not exist"
+        env = None
+        if not problem:
+            try:
+                env = _environment(request)
+            except (ValueError, TypeError, AttributeError) as exc:
+                problem = f"its environment cannot be used ({exc})"
+        if ready is not None:
+            try:
+                ready()
+            except BaseException:
+                if log_fd >= 0:
+                    supervise._note(log, "# spacrq: not started: the runner took it back "
+                                         "before it began\n", log_fd)
+                    os.close(log_fd)
+                raise
+        handle = None
+        if not problem:
+            try:
+                handle = _spawn(request["argv"], log_fd, cwd, env)
+            except (OSError, ValueError, TypeError) as exc:
+                argv = request.get("argv") or ["?"]
+                problem = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+        if handle is None:
+            if log_fd >= 0:
+                supervise._note(log, f"error: {problem}\n", log_fd)
+                os.close(log_fd)
+            finished = _now()
+            supervise._record(record, dict(base, exit_code=127, finished=finished,
+                                           error=problem), False)
+            self._answers.append({"exit": 127, "finished": finished, "error": problem,
+                                  "not_started": True})
+            return
+        started = time.time()
+        record_fd = supervise._open_append(record)
+        # The start first: a runner that dies from here on leaves a job its keeper records
+        # (and the next runner adopts), never one run again.
+        supervise._record(record, dict(base, pid=handle.pid, started=started,
+                                       supervisor=self.keeper,
+                                       before=request.get("before") or {},
+                                       folders=request.get("folders") or []), False, record_fd)
+        try:
+            pidfd = os.pidfd_open(handle.pid)
+        except (AttributeError, OSError):
+            pidfd = -1
+        self._job = _Job(handle.pid, handle, key, base["job"], record, log, log_fd, record_fd,
+                         pidfd, started, time.monotonic() + self._announce,
+                         float(request.get("grace", 10.0)))
+
+    def _ended(self, job: _Job, seconds: float) -> bool:
+        """Whether the job ended within ``seconds`` (seen, not reaped)."""
+        if job.code is not None:
+            return True
+        deadline = time.monotonic() + max(0.0, seconds)
+        while True:
+            try:
+                info = os.waitid(os.P_PID, job.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped behind this starter's back: it ended
+                job.code = -1 if job.code is None else job.code
+                return True
+            if info is not None and info.si_pid:
+                job.code = _siginfo_code(info)
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if job.pidfd >= 0:
+                try:
+                    select.select([job.pidfd], [], [], left)
+                except InterruptedError:
+                    pass
+            else:  # (no process descriptors: Linux < 5.3)
+                time.sleep(min(left, 0.005))
+
+    def _end(self, job: _Job) -> dict:
+        """The job's end, told (its log says so first; it is written down when reaped)."""
+        job.finished = _now()
+        supervise._note(job.log, f"\n# finished {job.finished} with exit code {job.code}\n",
+                        job.log_fd)
+        return {"exit": job.code, "finished": job.finished, "pid": job.pid,
+                "started": job.started}
+
+    def answer(self, timeout: float) -> dict | None:
+        """The next answer about the job at hand (``pid`` once it ran a moment, or ``exit``)."""
+        if self._active is not self:
+            return self._active.answer(timeout)
+        if self._answers:
+            return self._answers.pop(0)
+        job = self._job
+        if job is None or job.finished:
+            select.select([], [], [], max(0.0, timeout))
+            return None
+        if not job.announced:
+            wait = min(timeout, max(0.0, job.announce_at - time.monotonic()))
+            if self._ended(job, wait):
+                return self._end(job)
+            if time.monotonic() >= job.announce_at:
+                job.announced = True
+                return {"pid": job.pid, "started": job.started}
+            return None
+        return self._end(job) if self._ended(job, timeout) else None
+
+    def wait(self, timeout: float) -> dict | None:
+        while True:
+            answer = self.answer(timeout)
+            if answer is None or "exit" in answer:
+                return answer
+
+    def stop(self, ref: Any, grace: float) -> str:
+        """Stop the job's process group (SIGTERM, ``grace``, SIGKILL) without reaping it:
+        how it went, as :func:`spacrq.procs.stop_group` says it."""
+        if self._active is not self:
+            return self._active.stop(ref, grace)
+        job = self._job
+        if job is None or job.pid != ref.pid or job.finished:
+            from spacrq.procs import stop_group
+            return stop_group(ref.pid, grace, started=ref.started)
+        if self._ended(job, 0):
+            return "gone"
+        for sig, wait in ((15, grace), (9, 5.0)):
+            try:
+                os.killpg(job.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self._ended(job, wait):
+                return "terminated" if sig == 15 else "killed"
+        return "killed"
+
+    def abandon(self) -> None:
+        if self._active is not self:
+            return self._active.abandon()
+        self._owed = True
+
+    def lost(self) -> None:
+        if self._active is not self:
+            self._active.lost()
+
+    def _settle(self) -> None:
+        """Reap the job at hand, write its end down, stop what it left (before the next)."""
+        job, self._job, self._owed = self._job, None, False
+        self._answers.clear()
+        if job is None:
+            return
+        if job.code is None and not self._ended(job, STOPPED_WAIT):
+            _close(job.pidfd, job.record_fd, job.log_fd)  # still running: the keeper's now
+            return
+        maxrss = 0
+        try:
+            _, status, usage = os.wait4(job.pid, 0)
+            job.code, maxrss = os.waitstatus_to_exitcode(status), int(usage.ru_maxrss)
+        except ChildProcessError:
+            pass  # reaped elsewhere: what was seen stands
+        if hasattr(job.handle, "returncode"):
+            job.handle.returncode = job.code  # (a Popen must not reap it again)
+        supervise._record(job.record, {"key": job.key, "job": job.job, "exit_code": job.code,
+                                       "finished": job.finished or _now(), **_peak_of(maxrss)},
+                          False, job.record_fd)
+        left = _stop_leftovers(job.pid, job.grace)
+        if left:
+            supervise._note(job.log, "# the job left processes running in its group after it "
+                                     f"ended; they were {left}\n", job.log_fd)
+        _close(job.pidfd, job.record_fd, job.log_fd)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Settle the last job; a job still running is left to the keeper."""
+        self._settle()
+        if self._fallback is not None:
+            self._fallback.close(timeout)
+
+
+def _environment(request: dict) -> dict | None:
+    """The job's environment from its request, as the supervisor makes it."""
+    if isinstance(request.get("env"), dict):
+        return request["env"]
+    base = request.get("env_base")
+    if not isinstance(base, dict):
+        return None
+    env = dict(base)
+    env.update(request.get("env_changes") or {})
+    return env
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -1,0 +1,295 @@
+"""The runner's keeper: the small parent process that records a job whose runner died.
+
+A queue runner starts each job as its own child and waits for it directly:
+no second process has to wake up, be told and answer between two jobs, which
+for a short job cost more than the job itself.  What a job's end must
+survive — the runner SIGKILLed, the OOM killer, a bug — is then kept by this
+process, the runner's parent:
+
+* it makes itself the *child subreaper* of everything below it
+  (``PR_SET_CHILD_SUBREAPER``), so a job whose runner died becomes its child,
+  not init's;
+* the runner sees a job's end with ``waitid(…, WNOWAIT)`` and makes it durable
+  in the queue's journal *before* it reaps the job, so a runner that dies in
+  between leaves a zombie that this process reaps;
+* for each such job it finds the start its runner wrote in the job's exit
+  record (``NN_job.exit.jsonl``, which names this process as the job's
+  ``supervisor``) and appends the job's end to it, durably, with a line in
+  the job's log; ``spacrq queue resume`` then records that outcome, or adopts
+  the job while it still runs, and never runs it again.
+
+It starts the runner (``python -m spacrq.queue.keeper --logs FOLDER -- RUNNER
+ARGV…``), passes SIGTERM and SIGHUP on to it (SIGINT reaches the runner's
+process group anyway), reaps whatever else is left to it, and once the runner
+and every job left to it have ended exits with the runner's exit code.  Where
+the kernel has no subreapers, or ``SPACRQ_QUEUE_KEEPER=0`` asks for it, it
+becomes the runner itself (``exec``), which then starts its jobs under the
+supervisor process of :mod:`spacrq.queue.supervise`, as a runner started by a
+script does.
+
+It imports nothing of spacrq's but the exit record's name: it starts, and
+stays, small.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+
+#: the runner's environment names its keeper (a runner whose parent it is not is not kept)
+KEEPER_ENV = "SPACRQ_QUEUE_KEEPER"
+EXIT_SUFFIX = ".exit.jsonl"  # (as spacrq.queue.supervise names it; a test holds them equal)
+PR_SET_CHILD_SUBREAPER = 36
+#: the most of an exit record read from its end (one job's attempts, never a whole file)
+TAIL_BYTES = 256 * 1024
+_APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+
+
+#: set by the ``spacrq`` command's entry (:func:`spacrq.cli.command`): only a process that is
+#: the command may replace itself with a keeper (never a test's or a script's)
+MAY_KEEP = False
+
+
+def keeper_argv(runner_argv: list[str], logs: "str | os.PathLike", tell: int | None = None
+                ) -> list[str]:
+    """The argv that starts ``runner_argv`` under a keeper (``tell``: a descriptor the
+    keeper writes the runner's pid to)."""
+    from spacrq.procs import module_argv
+    return module_argv("spacrq.queue.keeper", "--logs", str(logs),
+                       *(("--tell", str(tell)) if tell is not None else ()), "--", *runner_argv)
+
+
+def run_kept(logs: "str | os.PathLike") -> None:
+    """Become, for a foreground ``spacrq queue run``, a keeper that runs this same command
+    as its runner (``exec``: the terminal's process is the keeper, and waits for it).
+
+    Returns only when this process is not the ``spacrq`` command, is already a
+    keeper's runner, or cannot be replaced; the run then goes on unkept, its jobs
+    under a supervisor process.
+    """
+    if not MAY_KEEP or KEEPER_ENV in os.environ:
+        return
+    from spacrq.procs import module_argv
+    argv = keeper_argv(module_argv("spacrq", *sys.argv[1:]), logs)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        os.execv(argv[0], argv)
+    except OSError:
+        return
+
+
+def kept_by() -> int | None:
+    """This process's keeper (its parent, named in its environment), or None when not kept."""
+    value = os.environ.get(KEEPER_ENV, "")
+    try:
+        keeper = int(value)
+    except ValueError:
+        return None
+    return keeper if keeper > 1 and os.getppid() == keeper else None
+
+
+def become_subreaper() -> bool:
+    """Ask the kernel to give this process the orphans below it; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _lines(path: str) -> list[dict]:
+    """The complete JSON-object lines at the end of the exit record ``path`` (never a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - TAIL_BYTES), os.SEEK_SET)
+        data = os.read(fd, TAIL_BYTES)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    found = []
+    for raw in data.split(b"\n"):
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # a torn line (or the first, cut by the tail) costs only itself
+        if isinstance(line, dict):
+            found.append(line)
+    return found
+
+
+def open_starts(logs: str, keeper: int, since: float) -> dict[int, tuple[str, dict]]:
+    """``{pid: (exit record, start line)}`` of the jobs started under ``keeper`` whose end
+    is not written down, from the exit records in ``logs`` changed since ``since``."""
+    found: dict[int, tuple[str, dict]] = {}
+    try:
+        entries = list(os.scandir(logs))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            if not entry.name.endswith(EXIT_SUFFIX) or not entry.is_file(follow_symlinks=False) \
+                    or entry.stat(follow_symlinks=False).st_mtime < since:
+                continue
+        except OSError:
+            continue
+        starts: dict[str, dict] = {}
+        for line in _lines(entry.path):
+            key = line.get("key")
+            if not isinstance(key, str):
+                continue
+            if "exit_code" in line:
+                starts.pop(key, None)
+            elif line.get("supervisor") == keeper and isinstance(line.get("pid"), int):
+                starts[key] = line
+        for line in starts.values():
+            found[line["pid"]] = (entry.path, line)
+    return found
+
+
+def _exit_code(status: int) -> int:
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return -1
+
+
+def record_end(record: str, start: dict, code: int, maxrss_kib: int) -> None:
+    """Append the end of the job ``start`` names to its record, durably, and say so in its log.
+
+    Nobody else will: its runner is dead.  The peak is an upper bound only
+    (the kernel counts into a job's figure the memory of the runner that
+    started it, which is gone and cannot be compared with).
+    """
+    finished = _now()
+    line = {"key": start.get("key"), "job": start.get("job", ""), "exit_code": code,
+            "finished": finished, "peak_rss_bytes": None, "recorded_by": "keeper"}
+    if maxrss_kib > 0:
+        line["peak_rss_at_most_bytes"] = maxrss_kib * 1024
+    try:
+        fd = os.open(record, _APPEND)
+        try:
+            os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        print(f"spacrq keeper: could not write {record}: {exc}", file=sys.stderr, flush=True)
+    log = record[:-len(EXIT_SUFFIX)] + ".log" if record.endswith(EXIT_SUFFIX) else ""
+    if log:
+        try:
+            fd = os.open(log, _APPEND)
+            try:
+                os.write(fd, f"\n# finished {finished} with exit code {code} (its runner had "
+                             f"died; written down by the runner's keeper, process "
+                             f"{os.getpid()})\n".encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # the exit record is what resume reads
+
+
+def keep(runner: int, logs: str, since: float) -> int:
+    """Reap every child until none is left, recording the jobs a dead runner left; the
+    runner's exit code (``128 + signal`` when a signal ended it)."""
+    code = 1
+    me = os.getpid()
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            return code
+        if pid == runner:
+            ended = _exit_code(status)
+            code = 128 - ended if ended < 0 else ended
+            continue
+        # Only a job whose runner died is both this process's child and named, by an end
+        # not written down, in an exit record of this keeper's (anything else left to it is
+        # a job's own leftover, reaped and forgotten).
+        start = open_starts(logs, me, since).get(pid)
+        if start is not None:
+            record_end(start[0], start[1], _exit_code(status), int(usage.ru_maxrss))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    logs, tell, runner_argv = "", -1, []
+    while args:
+        arg = args.pop(0)
+        if arg == "--logs" and args:
+            logs = args.pop(0)
+        elif arg == "--tell" and args:
+            tell = int(args.pop(0))
+        elif arg == "--":
+            runner_argv = args
+            break
+    if not runner_argv or not logs:
+        print("spacrq keeper: usage: python -m spacrq.queue.keeper --logs FOLDER [--tell FD] "
+              "-- RUNNER ARGV…", file=sys.stderr)
+        return 2
+
+    def told(pid: int) -> None:
+        if tell >= 0:
+            try:
+                os.write(tell, f"{pid}\n".encode())
+                os.close(tell)
+            except OSError:
+                pass
+
+    # SPACRQ_QUEUE_KEEPER=0 asks for a runner with no keeper (its jobs under a supervisor)
+    if os.environ.get(KEEPER_ENV) == "0" or not become_subreaper():  # be the runner itself
+        told(os.getpid())
+        os.environ[KEEPER_ENV] = "0"  # (a runner not kept: it must not try again)
+        os.execv(runner_argv[0], runner_argv)
+    since = time.time() - 5.0  # (records are written after this; a coarse clock is allowed)
+    if tell >= 0:
+        os.set_inheritable(tell, False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner's group gets it; it decides
+    runner = 0
+    early: list[int] = []  # signals that came before the runner was there to be told
+
+    def forward(signum: int, _frame) -> None:
+        if not runner:
+            early.append(signum)
+            return
+        try:
+            os.kill(runner, signum)
+        except OSError:
+            pass  # it ended: this process only records what it left
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    env = dict(os.environ)
+    env[KEEPER_ENV] = str(os.getpid())
+    try:
+        runner = os.posix_spawn(runner_argv[0], runner_argv, env)
+    except OSError as exc:
+        print(f"spacrq keeper: could not start the runner {runner_argv[0]}: {exc}",
+              file=sys.stderr, flush=True)
+        return 127
+    told(runner)
+    for signum in early:
+        forward(signum, None)
+    return keep(runner, logs, since)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The runner's keeper (spacrq.queue.keeper) and the runner's own job starts (spacrq.queue.direct).
+
+A kept runner starts its jobs as its own children; what must outlive it — a
+job's end — is recorded by the keeper, its parent and subreaper.  These
+tests kill stand-in runners at the moments that matter (mid-job, and after
+the job's end was seen but before it was reaped) and read what the keeper
+wrote; and run whole queues through the direct starts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spacrq.queue import Job, Queue, load_queue, resume_queue, run_queue, save_queue
+from spacrq.queue import keeper
+from spacrq.queue.direct import DirectStarter
+from spacrq.queue.jobproc import Supervisor
+from spacrq.queue.runner import runner_state, start_runner
+from spacrq.queue.supervise import EXIT_SUFFIX, exit_record_path
+from spacrq.runfiles import read_jsonl
+from waiting import pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="subreapers are Linux's")
+
+
+def _fake_runner(logs: Path, job_argv: list[str], then: str) -> str:
+    """A stand-in runner: starts one job in a session of its own, writes its start to the
+    job's exit record as a kept runner does, then ``then`` (Python, with ``pid`` bound)."""
+    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    return textwrap.dedent(f"""
+        import json, os, signal, time
+        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        pid = os.posix_spawn({job_argv[0]!r}, {job_argv!r}, dict(os.environ), setsid=True)
+        with open({record!r}, "a") as out:
+            out.write(json.dumps({{"key": "k1", "job": "job", "pid": pid,
+                                  "started": time.time(),
+                                  "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
+        {then}
+    """)
+
+
+def _keep(tmp_path: Path, code: str, **kwargs) -> subprocess.Popen:
+    logs = tmp_path / "night_logs"
+    logs.mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "spacrq.queue.keeper", "--logs", str(logs),
+                             "--", sys.executable, "-c", code], **kwargs)
+
+
+def _ends(tmp_path: Path) -> list[dict]:
+    return [ln for ln in read_jsonl(tmp_path / "night_logs" / f"01_job{EXIT_SUFFIX}")
+            if "exit_code" in ln]
+
+
+def test_the_exit_record_suffix_is_the_supervisors():
+    assert keeper.EXIT_SUFFIX == EXIT_SUFFIX
+
+
+def test_open_starts_are_this_keepers_starts_with_no_end(tmp_path):
+    def record(name, *lines):
+        (tmp_path / f"{name}{EXIT_SUFFIX}").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines) + '{"torn": ')
+    record("01_a", {"key": "a", "pid": 11, "supervisor": 7})
+    record("02_b", {"key": "b", "pid": 12, "supervisor": 7}, {"key": "b", "exit_code": 0})
+    record("03_c", {"key": "c", "pid": 13, "supervisor": 8})  # another keeper's
+    record("04_d", {"key": "d0", "pid": 14, "supervisor": 7}, {"key": "d0", "exit_code": 1},
+           {"key": "d1", "pid": 15, "supervisor": 7})  # a retry still open
+    (tmp_path / f"05_e{EXIT_SUFFIX}").symlink_to(tmp_path / f"01_a{EXIT_SUFFIX}")
+    found = keeper.open_starts(str(tmp_path), 7, since=0.0)
+    assert sorted(found) == [11, 15]
+    assert found[15][1]["key"] == "d1" and found[11][0].endswith(f"01_a{EXIT_SUFFIX}")
+    assert keeper.open_starts(str(tmp_path / "missing"), 7, since=0.0) == {}
+
+
+def test_a_job_whose_runner_died_mid_job_is_recorded_by_the_keeper(tmp_path):
+    """The runner is SIGKILLed while its job runs: the job becomes the keeper's child, and
+    its real end (exit code 3) is written, durably, to its record and noted in its log."""
+    job = ["/bin/sh", "-c", "sleep 0.3; exit 3"]
+    proc = _keep(tmp_path, _fake_runner(tmp_path / "night_logs", job,
+                                        "os.kill(os.getpid(), signal.SIGKILL)"))
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL  # the runner's end, as a shell says it
+    ends = _ends(tmp_path)
+    assert len(ends) == 1 and ends[0]["exit_code"] == 3 and ends[0]["key"] == "k1"
+    assert ends[0]["recorded_by"] == "keeper" and ends[0]["peak_rss_bytes"] is None
+    log = (tmp_path / "night_logs" / "01_job.log").read_text()
+    assert "with exit code 3" in log and "its runner had died" in log
+
+
+def test_a_job_seen_ended_but_not_reaped_when_its_runner_died_is_recorded(tmp_path):
+    """The narrowest moment: the runner saw the end (``waitid(WNOWAIT)``) and died before it
+    wrote it down or reaped it.  The zombie is the keeper's, and so is its end."""
+    then = ("os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)")
+    proc = _keep(tmp_path, _fake_runner(tmp_path / "night_logs", ["/bin/sh", "-c", "exit 5"],
+                                        then))
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    assert [e["exit_code"] for e in _ends(tmp_path)] == [5]
+
+
+def test_a_job_reaped_by_a_living_runner_is_not_recorded_twice(tmp_path):
+    """A runner that reaped and recorded its job itself leaves the keeper nothing to write."""
+    then = textwrap.dedent("""\
+        os.waitpid(pid, 0)
+                with open(os.environ["RECORD"], "a") as out:
+                    out.write(json.dumps({"key": "k1", "exit_code": 0}) + "\\n")
+                raise SystemExit(4)""")
+    env = dict(os.environ, RECORD=str(tmp_path / "night_logs" / f"01_job{EXIT_SUFFIX}"))
+    proc = _keep(tmp_path, _fake_runner(tmp_path / "night_logs", ["/bin/true"], then), env=env)
+    assert proc.wait(timeout=30) == 4  # the runner's own exit code
+    assert [e.get("recorded_by") for e in _ends(tmp_path)] == [None]
+
+
+def test_the_keeper_passes_sigterm_on_to_its_runner(tmp_path):
+    ready = tmp_path / "ready"
+    code = (f"import signal, time, pathlib\n"
+            f"signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(SystemExit(7)))\n"
+            f"pathlib.Path({str(ready)!r}).write_text('')\n"
+            f"time.sleep(60)\n")
+    proc = _keep(tmp_path, code)
+    wait_until(ready.exists, what="the runner to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 7  # the runner decided how to end, and the keeper says so
+
+
+def test_start_runner_names_the_runner_and_its_keeper(tmp_path):
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["sh", "-c", "sleep 0.3"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        state = wait_until(lambda: (s := runner_state(path)) and s.get("state") != "starting"
+                           and s, what="the runner's record")
+        assert state["pid"] == ref.pid  # the runner itself, not its keeper
+        assert state["keeper"] == psutil.Process(ref.pid).ppid() != ref.pid
+    finally:
+        reap(ref.pid)
+    job = load_queue(path).jobs[0]
+    start = next(ln for ln in read_jsonl(exit_record_path(job.log_path)) if "pid" in ln)
+    assert job.status == "success" and start["supervisor"] == state["keeper"]
+
+
+def _direct_queue(tmp_path: Path) -> Path:
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(Job(module="command", id="ok", settings={"argv": ["/bin/sh", "-c", "echo hi"]}))
+    queue.add(Job(module="command", id="bad", settings={"argv": ["/bin/sh", "-c", "exit 3"]}))
+    broken = tmp_path / "broken.sh"  # there and executable, but its interpreter is not
+    broken.write_text("#!/no/such/interpreter\n")
+    broken.chmod(0o755)
+    queue.add(Job(module="command", id="gone", settings={"argv": [str(broken)]}))
+    queue.add(Job(module="command", id="leaves", cwd=str(tmp_path), settings={
+        "argv": ["/bin/sh", "-c", "sleep 60 & echo $! > left.pid"]}))
+    queue.add(Job(module="command", id="slow", timeout=0.5,
+                  settings={"argv": ["/bin/sh", "-c", "exec sleep 60"]}))
+    queue.add(Job(module="command", id="last", settings={"argv": ["/bin/true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return path
+
+
+def test_jobs_started_directly_end_as_under_a_supervisor(tmp_path, monkeypatch):
+    """Every way a job ends, through the runner's own starts: its status and exit code, its
+    start and end in its exit record (naming the keeper), what it left in its group stopped
+    before the next job, a timeout stopped, and a program that is not there said so."""
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    path = _direct_queue(tmp_path)
+    starter = DirectStarter(keeper=os.getppid())  # (this process stands in for a kept runner)
+    run_queue(load_queue(path), path, supervisor=starter)
+    jobs = {j.id: j for j in load_queue(path).jobs}
+    assert {i: (j.status, j.exit_code) for i, j in jobs.items() if i != "gone"} == {
+        "ok": ("success", 0), "bad": ("failed", 3), "leaves": ("success", 0),
+        "slow": ("failed", jobs["slow"].exit_code), "last": ("success", 0)}
+    assert jobs["gone"].status == "failed" and "broken.sh" in (jobs["gone"].error or "")
+    assert jobs["slow"].failure_kind == "Timeout"
+    for jid in ("ok", "bad", "leaves", "last"):
+        lines = read_jsonl(exit_record_path(jobs[jid].log_path))
+        start = [ln for ln in lines if "pid" in ln and "exit_code" not in ln]
+        end = [ln for ln in lines if "exit_code" in ln]
+        assert start and start[0]["supervisor"] == os.getppid(), jid
+        assert [e["exit_code"] for e in end] == [jobs[jid].exit_code], jid
+        assert "peak_rss_bytes" in end[0]
+    left = pid_in(tmp_path / "left.pid")
+    assert left and wait_until(lambda: not psutil.pid_exists(left), what="the leftover's end")
+    assert "left processes running in its group" in Path(jobs["leaves"].log_path).read_text()
+    assert "hi" in Path(jobs["ok"].log_path).read_text()
+    assert "# finished" in Path(jobs["bad"].log_path).read_text()
+
+
+def test_a_runner_whose_keeper_is_gone_starts_its_jobs_under_a_supervisor(tmp_path):
+    """No keeper (its parent is not the one named): the jobs go through a supervisor
+    process, which outlives the runner, instead."""
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["/bin/true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    fallback = Supervisor()
+    result = run_queue(load_queue(path), path,
+                       supervisor=DirectStarter(keeper=os.getppid() + 10 ** 6, fallback=fallback))
+    assert result.ok
+    start = next(ln for ln in read_jsonl(exit_record_path(load_queue(path).jobs[0].log_path))
+                 if "pid" in ln)
+    assert start["supervisor"] not in (os.getpid(), os.getppid())  # the supervisor's pid
+
+
+def test_a_foreground_run_is_kept_and_a_killed_runners_job_is_recorded_not_rerun(tmp_path):
+    """``spacrq queue run`` in a terminal: the command's process becomes the keeper.  Its
+    runner SIGKILLed mid-job, the job's end is recorded by the keeper, the command exits
+    137 as a killed one would, and resume records the job without running it again."""
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="plate", cwd=str(tmp_path), settings={"argv": [
+        "sh", "-c", "echo run >> plate.runs; echo $$ > plate.pid; "
+                    "while [ ! -e go ]; do sleep 0.02; done"]}))
+    queue.add(Job(module="command", id="next", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    proc = subprocess.Popen([sys.executable, "-m", "spacrq", "queue", "run", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        job = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+        state = runner_state(path)
+        assert state["keeper"] == proc.pid != state["pid"]
+        os.kill(state["pid"], signal.SIGKILL)
+        reap(state["pid"])
+        (tmp_path / "go").write_text("")
+        assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not psutil.pid_exists(job)
+    plate = load_queue(path).jobs[0]
+    ends = [ln for ln in read_jsonl(exit_record_path(plate.log_path)) if "exit_code" in ln]
+    assert [(e["exit_code"], e["recorded_by"]) for e in ends] == [(0, "keeper")]
+    result = resume_queue(path)
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
+    assert (tmp_path / "plate.runs").read_text() == "run\n"
