@@ -13,8 +13,9 @@ For each queue size N it times, wall clock, in one run:
   final state (``runner.json`` ``started_at`` → ``finished_at``), so the
   interpreter's start-up — a fixed cost of ~0.2–1 s, not a per-job one — is
   left out (it is printed separately).  Every transition is durable, each job
-  gets its own log file, process group and exit record (written by the run's
-  supervisor process), in both persistence modes, each forced at both sizes:
+  gets its own log file, process group and exit record (the runner starts
+  its jobs as its own children under its keeper, which records any a dead
+  runner left), in both persistence modes, each forced at both sizes:
   ``file`` (every transition made durable by the fsync'd journal before the
   next job starts, and the queue file replaced atomically at every job so it
   is current: the default up to 500 jobs) and ``journal`` (the same fsync'd
@@ -31,10 +32,11 @@ of an older commit) the 10-job file mode of that tree is timed in the same
 rounds, run by the same interpreter through ``PYTHONPATH``: a before/after
 comparison under the same load.
 
-A ``lean loop`` is timed beside it: the per-job work of a design not built,
-the runner starting its jobs as its own children (a subreaper parent
-recording the end of any it leaves behind) with every durability of file
-mode kept — how far that design would take file mode (see :func:`time_lean`).
+A ``lean loop`` is timed beside it: the per-job system calls of the runner's
+design — jobs as its own children under a subreaper keeper, every durability
+of file mode kept — in a bare loop with none of the runner's bookkeeping
+(see :func:`time_lean`): what is left between it and ``file`` is the
+runner's Python.
 
 A ``floor`` is timed too, for the smallest size: the work file mode cannot
 leave out (a journal line fsync'd, the file replaced, the log created, the
@@ -125,9 +127,9 @@ def time_floor(n: int, folder: Path) -> float:
 
 
 def time_lean(n: int, folder: Path) -> float:
-    """Seconds for n jobs (from the second's start, scaled) of a lean runner loop with no
-    supervisor round trip — the per-job work of a design not built (yet), measured so the
-    next step is chosen on figures: the runner starts each job itself (its jobs its own
+    """Seconds for n jobs (from the second's start, scaled) of a lean runner loop: the
+    per-job system calls of the runner's design with none of its bookkeeping — it starts
+    each job itself (its jobs its own
     children, a subreaper parent recording the end of any it leaves behind), with every
     durability of file mode kept.  Per job: the two jobs that changed serialised again
     and the file replaced atomically (its temporary file made while the job before ran),
@@ -329,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"no-op command jobs, wall clock per job (ms); load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores; left out: spacrq interpreter start-up "
           f"{startup * ms:.0f} ms, tsp server start {tsp_startup * ms:.0f} ms, spacrq's fixed "
-          f"cost of a run with jobs (lock, load, check, supervisor start, first and last write: "
+          f"cost of a run with jobs (lock, load, check, first and last write: "
           f"file {one['file'] * ms:.0f} ms, journal {one['journal'] * ms:.0f} ms; of an empty "
           f"run {fixed * ms:.0f} ms); spacrq per job = 2nd job's start to last job's end / (N - 1)")
     print(f"{'jobs':>6} {'bare':>7} {'file':>7} {'journal':>8} {'tsp':>7} {'file-bare':>10} "
@@ -343,9 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor at {min(rows)} jobs (only the work file mode cannot leave out, in a bare "
           f"loop: journal line + fsync, file replace, log, spawn, wait): {floor * ms:.2f} ms "
           f"per job; file/floor {small_row[1] / floor:.2f}, tsp/floor {small_row[3] / floor:.2f}")
-    print(f"lean loop at {min(rows)} jobs (file mode's durability with no supervisor round "
-          f"trip: the design of jobs as the runner's own children under a subreaper, not "
-          f"built): lean/tsp {statistics.median(leans):.2f} (median of the rounds' ratios)")
+    print(f"lean loop at {min(rows)} jobs (the runner's system calls per job, jobs as its own "
+          f"children under a subreaper, with none of its bookkeeping): lean/tsp "
+          f"{statistics.median(leans):.2f} (median of the rounds' ratios)")
     if tsp_runs:
         tsp_run = statistics.median(tsp_runs)
         print(f"tsp server only at {min(rows)} jobs (jobs queued beforehand, no client starts "
