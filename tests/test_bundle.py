@@ -162,6 +162,7 @@ def test_the_bundle_opens_its_window_and_runs_the_demo_night(bundle, tmp_path):
                  "the demo night to end")
         wait_until(lambda: not runner_state(demo)["alive"], 60, "the runner to exit")
         assert runner_state(demo)["state"] == "finished"
+        assert runner_state(demo).get("keeper"), "the bundle's runner ran without its keeper"
         queue = load_queue(demo)
         statuses = {job.id: job.status for job in queue.jobs}
         assert "running" not in statuses.values() and "pending" not in statuses.values(), statuses
