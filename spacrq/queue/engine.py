@@ -150,12 +150,13 @@ class _Run:
         if self.writer is not None:
             self.writer.touch(job, fields, sync)
 
-    def commit(self) -> None:
-        """Everything so far on disk (before a job starts, and at the end)."""
+    def commit(self, defer_sync: bool = False) -> None:
+        """Everything so far on disk (before a job starts, and at the end); with
+        ``defer_sync`` its fsync is :meth:`QueueWriter.sync`'s, once the job started."""
         if self.writer is None:
             return
         problem = self.writer.problem
-        added = self.writer.commit()
+        added = self.writer.commit(defer_sync)
         if added:
             self.total = len(self.queue.jobs)
             self.by_id.update((job.id, job) for job in added)
@@ -189,6 +190,7 @@ class _Run:
 
     def _meanwhile(self) -> None:
         if self.writer is not None:
+            self.writer.sync()  # the fsync of its "running" (and the last job's end) overlaps it
             self.writer.prepare()  # once the job was sent, not before it starts
         self._look_ahead()
 
@@ -395,6 +397,8 @@ class _Run:
             return 1, type(exc).__name__, str(exc) or type(exc).__name__
         finally:
             ready()  # (a no-op once done) whatever failed before the job could start
+            if self.writer is not None:
+                self.writer.sync()  # (a no-op once done)
 
     def _failed(self, i: int, job: Job, code: int, kind: str, message: str,
                 finished: str = "") -> None:
@@ -435,8 +439,9 @@ class _Run:
                      "failure_kind", "log_path", "attempts", "run_status", "ran_with")
 
     def _announce(self, i: int, job: Job) -> None:
-        """Before the job starts: the file says "running" (and the last job's end), durably."""
-        self.commit()
+        """Before the job starts: the file says "running" (and the last job's end); the
+        journal has both, fsync'd as the job starts (see :meth:`QueueWriter.commit`)."""
+        self.commit(defer_sync=True)  # (its fsync as the job starts: see QueueWriter.commit)
         self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label}")
 
     def _cancelled(self, i: int, job: Job) -> None:

@@ -91,6 +91,7 @@ class QueueWriter:
         self.journal: Journal | None = None
         self._lines = 0
         self._last_write = time.monotonic()
+        self._sync_owed = False  # a commit's fsync left for sync(), as the job starts
         self._open_journal()  # both modes make each transition durable with one journal line
 
     def _open_journal(self) -> bool:
@@ -118,8 +119,18 @@ class QueueWriter:
         elif sync:
             self.commit()
 
-    def commit(self) -> list[Job]:
+    def commit(self, defer_sync: bool = False) -> list[Job]:
         """Make every change so far durable; the jobs somebody added meanwhile (now queued).
+
+        With ``defer_sync`` the journal's fsync is left to :meth:`sync`, which
+        the runner calls once the next job was started: its lines are written
+        (so a runner killed from here on loses nothing: they are in the
+        kernel's cache, which any reader sees), and the fsync — only a power cut
+        or a kernel crash needs it — overlaps the job's start instead of
+        delaying it.  A power cut before it completes loses the two transitions
+        it covers, as one during the fsync itself would: the job that ended is
+        then run again, and the one that started (killed by the same power
+        cut) run afresh.
 
         One fsync of the journal makes the transitions durable; in ``"file"``
         mode the file is replaced first (atomically, without an fsync of its
@@ -136,6 +147,10 @@ class QueueWriter:
         checkpoint = self.problem or self._lines >= due or (
             self._lines and time.monotonic() - self._last_write > CHECKPOINT_SECONDS)
         added = self.write(durable=False) if self.mode == "file" and not checkpoint else []
+        if defer_sync and not checkpoint and not self.problem:
+            self._sync_owed = True
+            return added
+        self._sync_owed = False
         try:
             self.journal.flush()
         except OSError as exc:
@@ -143,6 +158,18 @@ class QueueWriter:
         if checkpoint or self.problem:
             return added + self.write(durable=True)
         return added
+
+    def sync(self) -> None:
+        """The fsync a ``commit(defer_sync=True)`` left (nothing when none is owed)."""
+        if not self._sync_owed:
+            return
+        self._sync_owed = False
+        if self.journal is None:
+            return
+        try:
+            self.journal.flush()
+        except OSError as exc:
+            self._failed(exc, "sync the journal")
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""

@@ -242,3 +242,48 @@ def test_a_foreground_run_is_kept_and_a_killed_runners_job_is_recorded_not_rerun
     result = resume_queue(path)
     assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
     assert (tmp_path / "plate.runs").read_text() == "run\n"
+
+
+def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path, monkeypatch):
+    """The journal's lines for a job's start (and the last job's end) are written before
+    the job starts — a runner killed at the start loses nothing — and fsync'd as it starts:
+    the fsync that covers them is the first thing after the start, not a wait before it."""
+    from spacrq.queue import direct, journal as journal_mod
+    queue = Queue(name="night")
+    for i in range(4):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["/bin/true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    events: list[tuple[str, int]] = []  # ("start:ID", journal bytes written) / ("fsync", bytes)
+    journal_file = tmp_path / "night_logs" / "journal.jsonl"
+    real_spawn, real_fsync = direct._spawn, os.fsync
+
+    def spawn(argv, log_fd, cwd, env):
+        job = env["SPACRQ_JOB_ID"]
+        text = journal_file.read_text()
+        assert any(json.loads(ln).get("job") == job and
+                   json.loads(ln).get("set", {}).get("status") == "running"
+                   for ln in text.splitlines() if ln.strip()), "started before journalled"
+        events.append((f"start:{job}", len(text.encode())))
+        return real_spawn(argv, log_fd, cwd, env)
+
+    def fsync(fd):
+        try:
+            if os.path.samefile(f"/proc/self/fd/{fd}", journal_file):
+                events.append(("fsync", os.fstat(fd).st_size))
+        except OSError:
+            pass
+        return real_fsync(fd)
+
+    monkeypatch.setattr(direct, "_spawn", spawn)
+    monkeypatch.setattr(journal_mod.os, "fsync", fsync)
+    result = run_queue(load_queue(path), path, persistence="file",
+                       supervisor=DirectStarter(keeper=os.getppid()))
+    assert result.ok
+    starts = [i for i, (what, _) in enumerate(events) if what.startswith("start:")]
+    assert [events[i][0] for i in starts] == [f"start:j{i}" for i in range(4)]
+    for at in starts:
+        written = events[at][1]
+        before = [size for what, size in events[:at] if what == "fsync"]
+        assert not before or before[-1] < written, events  # not waited for before the start
+        assert events[at + 1][0] == "fsync" and events[at + 1][1] >= written, events

@@ -284,3 +284,31 @@ def test_nothing_behind_a_linked_logs_folder_is_removed(tmp_path):
     save_queue(queue, path)
     run_queue(load_queue(path), path)
     assert old_temp.exists()
+
+
+def test_an_fsync_that_fails_as_a_job_starts_is_a_save_problem_and_saved_again(tmp_path,
+                                                                              monkeypatch):
+    """The journal's fsync is made as each job starts (see QueueWriter.commit); one that
+    fails (EIO) is said like any failed save, the run goes on, and the file is written
+    durably at the next chance, so nothing is lost."""
+    queue, path = _queue(tmp_path, n=3)
+    real_fsync = os.fsync
+    journal = str(store.journal_path(path))
+    failed = []
+
+    def fsync(fd):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if target == journal and not failed:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = run_queue(queue, path, runner=ok_runner(), persistence="file")
+    monkeypatch.undo()
+    assert failed and result.ok and not result.save_problem
+    assert any("Input/output error" in n and "saved since" in n for n in result.notes)
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
