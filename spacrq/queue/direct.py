@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import select
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -88,6 +89,10 @@ class DirectStarter:
             return None
         if getattr(self, "_kept", True) and os.getppid() == self.keeper:
             return None
+        if getattr(self, "_kept", True):
+            print(f"spacrq: the runner's keeper (process {self.keeper}) is gone; the rest of "
+                  "the jobs start under a supervisor process, which records them instead",
+                  file=sys.stderr, flush=True)
         self._kept = False
         return self._fallback
 
