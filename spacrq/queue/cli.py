@@ -103,6 +103,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
     if settings and isinstance(settings, str):
         settings = os.path.abspath(settings)
+    _check_label(args.label)
     job = Job(module=args.module, settings=settings, id=args.id or "", label=args.label or "",
               overrides=list(args.set), depends_on=list(args.after), timeout=args.timeout,
               retries=args.retries or 0, retry_delay=args.retry_delay or 0.0, env=env, cwd=cwd)
@@ -364,6 +365,13 @@ def _check_overrides(items: list[str]) -> None:
             raise CliError(str(exc)) from None
 
 
+def _check_label(label: str | None) -> None:
+    """A label is one line of text: the queue's listings, the pane and the report show it."""
+    if label and any(ord(c) < 32 or ord(c) == 127 for c in label):
+        raise CliError(f"the label {label!r} holds a line break or another control character; "
+                       "give a label on one line (--label 'mask plate 3')")
+
+
 def cmd_edit(args: argparse.Namespace) -> int:
     """Change a job that is still to run, under the queue's edit lock and checked as an add
     is: a running queue's runner takes the change in before the job starts; a job that
@@ -372,6 +380,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     _refuse_linked(args.file)
     changes: dict[str, Any] = {}
     if args.label is not None:
+        _check_label(args.label)
         changes["label"] = args.label
     if args.no_timeout:
         changes["timeout"] = None

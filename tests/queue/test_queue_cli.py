@@ -423,3 +423,15 @@ def test_edit_of_a_job_a_dead_runner_left_running_says_resume_and_an_unknown_id_
     err = _bad(capsys, ["queue", "edit", str(qfile), "zz", "--label", "x"],
                "job 'zz' is not in night.queue.json (never there")
     assert "its jobs are: first" in err
+
+
+def test_a_label_with_a_line_break_is_refused_by_add_and_edit(qfile, capsys):
+    """A label is one line: the listings, the pane and the morning report show it."""
+    before = qfile.read_bytes()
+    _bad(capsys, ["queue", "add", str(qfile), "command", "--label", "mask\nplate 3", "--",
+                  "true"], "holds a line break")
+    _bad(capsys, ["queue", "edit", str(qfile), "first", "--label", "a\tb\x1b[2J"],
+         "give a label on one line")
+    assert qfile.read_bytes() == before  # nothing written
+    assert main(["queue", "edit", str(qfile), "first", "--label", "mask plate 3"]) == 0
+    assert load_queue(qfile).jobs[0].label == "mask plate 3"
