@@ -42,6 +42,7 @@ from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.ending import notify, queue_ledger, write_morning_report
 from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobPlan, JobTimeout,
                                   ProcessRunner, Supervisor, SupervisorLost, grace_seconds)
+from spacrq.queue.locks import refuse_linked_logs
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
@@ -616,6 +617,7 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
     if log_root is None:
         import tempfile
         log_root = Path(tempfile.mkdtemp(prefix="spacrq_queue_"))
+    refuse_linked_logs(log_root)  # before anything is written into it
     try:
         log_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

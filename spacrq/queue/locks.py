@@ -34,8 +34,19 @@ EDIT_WAIT = 10.0
 PROBE_WAIT = 0.5
 
 
+def refuse_linked_logs(folder: Path) -> None:
+    """:raises QueueError: one sentence when the queue's logs folder is a symbolic link."""
+    if folder.is_symlink():
+        raise QueueError(f"the queue's logs folder {folder} is a symbolic link; spacrq does "
+                         "not write through links: replace it with a real folder (move what it "
+                         "points to into its place)")
+
+
 def _open(file: Path) -> int:
-    """The lock file, opened; :raises QueueError: one sentence when its folder is unusable."""
+    """The lock file, opened; :raises QueueError: one sentence when its folder is unusable
+    (a symbolic link included: every writer of the queue takes this lock first, and spacrq
+    never writes through a link)."""
+    refuse_linked_logs(file.parent)
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

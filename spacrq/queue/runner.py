@@ -32,7 +32,7 @@ from spacrq.queue import keeper as keepers
 from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.layout import RUNNER_FILE
-from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, runner_holds
+from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, refuse_linked_logs, runner_holds
 from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
@@ -118,6 +118,7 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     target = Path(path).resolve()
     if not target.is_file():
         load_queue(target)  # raises the one-sentence reason
+    refuse_linked_logs(logs_dir(target))  # (before the runner's log is opened in it)
     state = runner_state(target)
     if state and state.get("alive"):
         raise QueueError(f"this queue is already being run by process {state.get('pid')}; "

@@ -267,10 +267,16 @@ def test_a_run_removes_what_a_killed_runner_left_half_written_and_nothing_else(t
     assert all(f.read_text() == "mine" for f in keep)
 
 
-def test_nothing_behind_a_linked_logs_folder_is_removed(tmp_path):
+def test_a_linked_logs_folder_is_refused_before_anything_is_written_through_it(tmp_path,
+                                                                              capsys):
+    """spacrq never writes through a symbolic link: a queue whose logs folder is one is
+    refused in one sentence by the runner, ``queue run`` (detached or not) and ``queue
+    add``, and nothing lands (or is tidied away) where the link points."""
     import os
     import time
-    from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
+    from spacrq.cli import main
+    from spacrq.queue import Job, Queue, QueueError, load_queue, run_queue, save_queue
+    from spacrq.queue.runner import start_runner
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     old_temp = elsewhere / ".runner.json.keepme00.tmp"
@@ -282,8 +288,17 @@ def test_nothing_behind_a_linked_logs_folder_is_removed(tmp_path):
     queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
     path = tmp_path / "night.queue.json"
     save_queue(queue, path)
-    run_queue(load_queue(path), path)
-    assert old_temp.exists()
+    with pytest.raises(QueueError, match="is a symbolic link; spacrq does not write through"):
+        run_queue(load_queue(path), path)
+    with pytest.raises(QueueError, match="replace it with a real folder"):
+        start_runner(path)
+    for argv in (["queue", "run", str(path)], ["queue", "run", "--detach", str(path)],
+                 ["queue", "add", str(path), "command", "--", "true"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "symbolic link" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in elsewhere.iterdir()) == [old_temp.name]
+    assert load_queue(path).jobs[0].status == "pending"
 
 
 def test_an_fsync_that_fails_as_a_job_starts_is_a_save_problem_and_saved_again(tmp_path,
