@@ -28,7 +28,7 @@ from spacrq.blockwise.report_runs import RunsTail, read_store_attributes, runs_f
 from spacrq.blockwise.run_state import durable_outcome, run_state
 from spacrq.blockwise.report_stats import (BlockSummary, Stat, WorkerRecord, WorkerSummary,
                                            summarize_blocks, summarize_workers)
-from spacrq.runfiles import PROGRESS_FILE, read_json_checked
+from spacrq.runfiles import PROGRESS_FILE, RunFileError, read_json_checked
 
 __all__ = ["report_from_store", "block", "block_columns", "block_records", "read_store_arrays",
            "grid_shape", "store_attrs", "durable_counts", "worker_block_columns"]
@@ -499,3 +499,53 @@ def worker_block_columns(store_dir: str | Path, worker_id: int, limit: int) -> d
     coords = (np.stack(np.unravel_index(ids, shape), axis=1) if total
               else np.empty((0, len(shape)), np.int64))
     return {"ids": ids, "coords": coords, "total": total, **cols}
+
+
+def record_unreported_run(store_dir: str | Path) -> str:
+    """Write down, as ``interrupted``, the store's latest run when it died before writing its
+    ``runs.jsonl`` line; a sentence saying so, or '' when there was none.
+
+    Called by a run taking the store over, before it publishes its own
+    progress: afterwards the dead run's start is gone from ``progress.json``,
+    and its blocks would read as the new run's "done before", so the history
+    would leave out the night that died.  Never fatal: a store it cannot read
+    is the new run's to refuse, in its own words.
+    """
+    from spacrq.blockwise.report_runs import append_run
+    path = Path(store_dir)
+    progress, _ = read_json_checked(path / PROGRESS_FILE, None, expect=dict)
+    if not isinstance(progress, dict) or progress.get("state") != "running" \
+            or run_state(progress) != "interrupted":
+        return ""  # it ended and said so, never ran, or its scheduler still runs
+    began = progress.get("started_at")
+    if not isinstance(began, (int, float)) or isinstance(began, bool) or not math.isfinite(began):
+        return ""
+    try:
+        report = report_from_store(path)
+    except (ReportError, RunFileError, OSError, ValueError):
+        return ""
+    if report.outcome is None or abs(report.started_at - began) > 1e-6:
+        # a store with no per-block times: the dead run's own last snapshot is its account
+        task = progress.get("task") if isinstance(progress.get("task"), dict) else {}
+        counts = {k: task[k] for k in ("total", "done", "skipped", "failed", "orphaned")
+                  if isinstance(task.get(k), int) and not isinstance(task.get(k), bool)}
+        written = progress.get("written_at")
+        report.started_at = float(began)
+        report.finished_at = max(float(began), float(written)) if isinstance(
+            written, (int, float)) and not isinstance(written, bool) else float(began)
+        report.blocks = BlockSummary(count=int(counts.get("done", 0)),
+                                     failures=int(counts.get("failed", 0)))
+        report.workers = WorkerSummary()
+        report.outcome = {"state": "interrupted", "run_id": progress.get("run_id")
+                          if isinstance(progress.get("run_id"), str) else None, **counts}
+    runs = RunsTail(runs_file(path)).read()
+    if any(abs(r.started_at - report.started_at) <= 1e-6 for r in runs):
+        return ""
+    report.outcome = dict(report.outcome or {}, ended="killed before it wrote its report line; "
+                                                      "written down by the next run")
+    try:
+        append_run(runs_file(path), report)
+    except (RunFileError, OSError, ValueError) as exc:
+        return f"the run killed before it wrote its report line could not be written down ({exc})"
+    return ("the last run of this task was killed before it wrote its report line; it is in "
+            "runs.jsonl now, as interrupted")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -400,6 +401,11 @@ def _task_runs(order: list[Task], folders: dict) -> list[TaskRun]:
         store = None
         if task.tracking_path is not None:
             _refuse_folder_links(task.tracking_path)
+            if (task.tracking_path / "zarr.json").exists():  # a run before this one
+                from spacrq.blockwise.report_store import record_unreported_run
+                noted = record_unreported_run(task.tracking_path)
+                if noted:
+                    print(f"spacrq: {task.task_id}: {noted}", file=sys.stderr, flush=True)
             store = TrackingStore.open(task.tracking_path, task.task_id, task.grid,
                                        task.resource_tracking, writes=getattr(task, "writes", None))
         task._log_dir = logs if store is None else None

@@ -405,3 +405,34 @@ def test_a_store_folder_linked_elsewhere_is_refused_before_anything_is_written(t
     with pytest.raises(TrackingError, match="symbolic link to a folder"):
         run_blockwise([task])
     assert [p.name for p in elsewhere.iterdir()] == ["keep"]
+
+
+def test_a_run_killed_before_its_report_line_is_written_down_by_the_next_run(tmp_path, capsys):
+    """The history kept a killed run only until the next run took its store over: then its
+    start was gone from progress.json and its blocks read as "done before".  The next run
+    now writes the dead run's line (interrupted) before it publishes its own."""
+    import time
+    store = tmp_path / "store"
+
+    def task():
+        return Task("t", Roi((0,), (40,)), Roi((0,), (10,)), Roi((0,), (10,)), bw_funcs.noop,
+                    tracking_path=store)
+    run_blockwise([task()], executor="serial")
+    first = rp.read_runs(rp.runs_file(store))
+    assert [r.outcome["state"] for r in first] == ["finished"]
+    dead = dict(scheduler_record(), started=1.0)  # (this pid, not the process that started then)
+    began = time.time()
+    progress = json.loads((store / "progress.json").read_text())
+    progress.update(state="running", run_id="r-dead", started_at=began, scheduler=dead,
+                    pid=dead["pid"], written_at=began)
+    write_progress(store / "progress.json", progress)
+    run_blockwise([task()], executor="serial")
+    runs = rp.read_runs(rp.runs_file(store))
+    assert [r.outcome["state"] for r in runs] == ["finished", "interrupted", "finished"]
+    assert abs(runs[1].started_at - began) < 1e-3 and "killed" in runs[1].outcome["ended"]
+    assert "killed before it wrote its report line" in capsys.readouterr().err
+    run_blockwise([task()], executor="serial")  # written down once, not at every run
+    assert [r.outcome["state"] for r in rp.read_runs(rp.runs_file(store))] == \
+        ["finished", "interrupted", "finished", "finished"]
+    assert cli_main(["report", str(store), "--history"]) == 0
+    assert "4 runs" in capsys.readouterr().out
