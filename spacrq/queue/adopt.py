@@ -66,9 +66,13 @@ def examine(job: Job) -> Record:
     start = next((ln for ln in mine if "pid" in ln), {})
     end = next((ln for ln in mine if "exit_code" in ln), {})
     record = Record(UNKNOWN, start, end)
-    if record.exit_code is not None:
+    # (an end is written once the job was reaped: one beside a job still running was written
+    # by something else — the job itself — and is not its end)
+    alive = bool(start) and record.ref is not None and record.ref.alive()
+    if record.exit_code is not None and not alive:
         record.state = FINISHED
-    elif start and record.ref is not None and record.ref.alive():
+    elif alive:
+        record.end = {}
         record.state = RUNNING
     elif start and is_alive(start.get("supervisor")):
         record.state = RUNNING  # the job just ended; its supervisor is writing it down

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from spacrq.queue import supervise
-from spacrq.queue.supervise import (_APPEND, _now, _peak_of, _spawn, _stop_leftovers,
-                                    announce_after)
+from spacrq.queue.supervise import (_now, _peak_of, _spawn, _stop_leftovers, announce_after,
+                                    open_append)
 
 #: how long the end of a job that was stopped (an abort, an interrupt) is waited for before
 #: it is left to the keeper
@@ -111,7 +111,7 @@ class DirectStarter:
         base = {"key": key, "job": request.get("job", "")}
         problem, log_fd = "", -1
         try:
-            log_fd = os.open(log, _APPEND, 0o644)
+            log_fd = open_append(log)
         except OSError as exc:
             problem = f"could not open its log {log} ({exc.strerror or exc})"
         else:
@@ -139,8 +139,15 @@ class DirectStarter:
                                          "before it began\n", log_fd)
                     os.close(log_fd)
                 raise
-        handle = None
+        handle, record_fd = None, -1
         if not problem:
+            # "starting" first: a runner that dies between the spawn and the start's line
+            # below leaves a job its keeper still knows (see spacrq.queue.keeper._match)
+            record_fd = supervise._open_append(record)
+            supervise._record(record, dict(base, starting=time.time(), supervisor=self.keeper,
+                                           before=request.get("before") or {},
+                                           folders=request.get("folders") or []),
+                              False, record_fd)
             try:
                 handle = _spawn(request["argv"], log_fd, cwd, env)
             except (OSError, ValueError, TypeError) as exc:
@@ -152,12 +159,12 @@ class DirectStarter:
                 os.close(log_fd)
             finished = _now()
             supervise._record(record, dict(base, exit_code=127, finished=finished,
-                                           error=problem), False)
+                                           error=problem), False, record_fd)
+            _close(record_fd)
             self._answers.append({"exit": 127, "finished": finished, "error": problem,
                                   "not_started": True})
             return
         started = time.time()
-        record_fd = supervise._open_append(record)
         # The start first: a runner that dies from here on leaves a job its keeper records
         # (and the next runner adopts), never one run again.
         supervise._record(record, dict(base, pid=handle.pid, started=started,

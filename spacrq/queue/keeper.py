@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from datetime import datetime, timezone
@@ -45,7 +46,16 @@ EXIT_SUFFIX = ".exit.jsonl"  # (as spacrq.queue.supervise names it; a test holds
 PR_SET_CHILD_SUBREAPER = 36
 #: the most of an exit record read from its end (one job's attempts, never a whole file)
 TAIL_BYTES = 256 * 1024
-_APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+_APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+
+
+def _open_append(path: str) -> int:
+    """An existing regular file opened for appending (never a link, a FIFO, a device)."""
+    fd = os.open(path, _APPEND)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
 
 
 #: set by the ``spacrq`` command's entry (:func:`spacrq.cli.command`): only a process that is
@@ -136,14 +146,18 @@ def _lines(path: str) -> list[dict]:
     return found
 
 
-def open_starts(logs: str, keeper: int, since: float) -> dict[int, tuple[str, dict]]:
-    """``{pid: (exit record, start line)}`` of the jobs started under ``keeper`` whose end
-    is not written down, from the exit records in ``logs`` changed since ``since``."""
+def open_starts(logs: str, keeper: int, since: float
+                ) -> tuple[dict[int, tuple[str, dict]], list[tuple[str, dict]]]:
+    """The jobs started under ``keeper`` whose end is not written down, from the exit
+    records in ``logs`` changed since ``since``: ``({pid: (record, start line)}, [(record,
+    "starting" line)])`` — the second for a job whose runner died between starting it and
+    writing down its pid (see :func:`_match`)."""
     found: dict[int, tuple[str, dict]] = {}
+    unnamed: list[tuple[str, dict]] = []
     try:
         entries = list(os.scandir(logs))
     except OSError:
-        return found
+        return found, unnamed
     for entry in entries:
         try:
             if not entry.name.endswith(EXIT_SUFFIX) or not entry.is_file(follow_symlinks=False) \
@@ -154,15 +168,91 @@ def open_starts(logs: str, keeper: int, since: float) -> dict[int, tuple[str, di
         starts: dict[str, dict] = {}
         for line in _lines(entry.path):
             key = line.get("key")
-            if not isinstance(key, str):
+            if not isinstance(key, str) or line.get("supervisor") != keeper \
+                    and "exit_code" not in line:
                 continue
             if "exit_code" in line:
                 starts.pop(key, None)
-            elif line.get("supervisor") == keeper and isinstance(line.get("pid"), int):
+            elif isinstance(line.get("pid"), int) or _number(line.get("starting")):
                 starts[key] = line
         for line in starts.values():
-            found[line["pid"]] = (entry.path, line)
-    return found
+            if isinstance(line.get("pid"), int):
+                found[line["pid"]] = (entry.path, line)
+            else:
+                unnamed.append((entry.path, line))
+    return found, unnamed
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _identity(pid: int) -> tuple[int, float] | None:
+    """``(session, start time as a Unix time)`` of the process ``pid`` — readable for a
+    zombie too, so it is read before the process is reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as f:
+            boot = next(float(ln.split()[1]) for ln in f if ln.startswith(b"btime"))
+        return int(fields[3]), boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _match(unnamed: list[tuple[str, dict]], pid: int, identity: tuple[int, float] | None
+           ) -> tuple[str, dict] | None:
+    """The "starting" line naming the process ``pid``, if it is that job: a job leads a
+    session of its own (so a leftover of the job before cannot pass for it) and started
+    just after its runner wrote the line (so one of an older job cannot either)."""
+    if identity is None or identity[0] != pid:
+        return None
+    began = identity[1]
+    fits = [(record, line) for record, line in unnamed
+            if line["starting"] - 1.0 <= began <= line["starting"] + 30.0]
+    return max(fits, key=lambda fit: fit[1]["starting"]) if fits else None
+
+
+def _children(me: int) -> list[int]:
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _append_line(record: str, line: dict) -> None:
+    """One line at the end of an exit record, durably (nobody else will write it)."""
+    fd = _open_append(record)
+    try:
+        os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def name_orphans(logs: str, me: int, since: float, runner: int) -> None:
+    """Once the runner died: write down the pid of a job it started but never named (it
+    died in between), so the next runner adopts the job instead of running it again."""
+    starts, unnamed = open_starts(logs, me, since)
+    if not unnamed:
+        return
+    for pid in _children(me):
+        if pid == runner or pid in starts:
+            continue
+        hit = _match(unnamed, pid, _identity(pid))
+        if hit is None:
+            continue
+        record, line = hit
+        identity = _identity(pid)
+        try:
+            _append_line(record, {"key": line.get("key"), "job": line.get("job", ""), "pid": pid,
+                                  "started": identity[1] if identity else line["starting"],
+                                  "supervisor": me, "named_by": "keeper",
+                                  "before": line.get("before") or {},
+                                  "folders": line.get("folders") or []})
+        except OSError as exc:
+            print(f"spacrq keeper: could not write {record}: {exc}", file=sys.stderr, flush=True)
 
 
 def _exit_code(status: int) -> int:
@@ -172,7 +262,7 @@ def _exit_code(status: int) -> int:
         return -1
 
 
-def record_end(record: str, start: dict, code: int, maxrss_kib: int) -> None:
+def record_end(record: str, start: dict, code: int, maxrss_kib: int, pid: int = 0) -> None:
     """Append the end of the job ``start`` names to its record, durably, and say so in its log.
 
     Nobody else will: its runner is dead.  The peak is an upper bound only
@@ -182,51 +272,124 @@ def record_end(record: str, start: dict, code: int, maxrss_kib: int) -> None:
     finished = _now()
     line = {"key": start.get("key"), "job": start.get("job", ""), "exit_code": code,
             "finished": finished, "peak_rss_bytes": None, "recorded_by": "keeper"}
+    if pid:
+        line["pid"] = pid
     if maxrss_kib > 0:
         line["peak_rss_at_most_bytes"] = maxrss_kib * 1024
     try:
-        fd = os.open(record, _APPEND)
-        try:
-            os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append_line(record, line)
     except OSError as exc:
         print(f"spacrq keeper: could not write {record}: {exc}", file=sys.stderr, flush=True)
+    _log_note(record, f"\n# finished {finished} with exit code {code} (its runner had died; "
+                      f"written down by the runner's keeper, process {os.getpid()})\n")
+
+
+def _log_note(record: str, text: str) -> None:
     log = record[:-len(EXIT_SUFFIX)] + ".log" if record.endswith(EXIT_SUFFIX) else ""
-    if log:
+    if not log:
+        return
+    try:
+        fd = _open_append(log)
         try:
-            fd = os.open(log, _APPEND)
-            try:
-                os.write(fd, f"\n# finished {finished} with exit code {code} (its runner had "
-                             f"died; written down by the runner's keeper, process "
-                             f"{os.getpid()})\n".encode())
-            finally:
-                os.close(fd)
-        except OSError:
-            pass  # the exit record is what resume reads
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the exit record is what resume reads
+
+
+def _reap_ready() -> None:
+    """Reap whatever child has ended (leftovers of a job are this process's once orphaned)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+
+
+def _group_left(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop_leftovers(pgid: int, record: str) -> None:
+    """Stop what the job ``pgid`` left in its group once it ended (as its runner would have):
+    SIGTERM, the grace (``SPACRQ_GRACE``, 10 s), SIGKILL; a line in its log when anything
+    was left."""
+    _reap_ready()
+    if not _group_left(pgid):
+        return
+    try:
+        grace = float(os.environ.get("SPACRQ_GRACE", "10"))
+    except ValueError:
+        grace = 10.0
+    how = "terminated"
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        deadline = time.monotonic() + max(0.0, wait)
+        while _group_left(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            _reap_ready()
+        if not _group_left(pgid):
+            break
+        how = "killed"
+    _log_note(record, f"# the job left processes running in its group after it ended; they "
+                      f"were {how} by the runner's keeper\n")
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` is still this process's child (running, or ended and not reaped)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def keep(runner: int, logs: str, since: float) -> int:
-    """Reap every child until none is left, recording the jobs a dead runner left; the
-    runner's exit code (``128 + signal`` when a signal ended it)."""
+    """Reap the children until the runner ended and no job it left is still running,
+    recording the jobs a dead runner left; the runner's exit code (``128 + signal`` when a
+    signal ended it).  Whatever else is left (a daemon a job started) is not waited for."""
     code = 1
     me = os.getpid()
+    runner_alive = True
     while True:
+        if not runner_alive and not any(_ours(pid) for pid in open_starts(logs, me, since)[0]):
+            return code
         try:
-            pid, status, usage = os.wait4(-1, 0)
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
         except ChildProcessError:
             return code
+        if info is None:
+            continue
+        pid = info.si_pid
+        identity = _identity(pid) if pid != runner else None  # (before it is reaped)
+        try:
+            _, status, usage = os.wait4(pid, 0)
+        except ChildProcessError:
+            continue
         if pid == runner:
             ended = _exit_code(status)
             code = 128 - ended if ended < 0 else ended
+            runner_alive = False
+            name_orphans(logs, me, since, runner)
             continue
         # Only a job whose runner died is both this process's child and named, by an end
         # not written down, in an exit record of this keeper's (anything else left to it is
         # a job's own leftover, reaped and forgotten).
-        start = open_starts(logs, me, since).get(pid)
-        if start is not None:
-            record_end(start[0], start[1], _exit_code(status), int(usage.ru_maxrss))
+        starts, unnamed = open_starts(logs, me, since)
+        hit = starts.get(pid) or _match(unnamed, pid, identity)
+        if hit is not None:
+            record_end(hit[0], hit[1], _exit_code(status), int(usage.ru_maxrss), pid)
+            stop_leftovers(pid, hit[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     since = time.time() - 5.0  # (records are written after this; a coarse clock is allowed)
     if tell >= 0:
         os.set_inheritable(tell, False)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner's group gets it; it decides
+    # SIGINT reaches the runner's process group anyway; the runner decides.  A handler, not
+    # SIG_IGN: an ignored signal stays ignored through exec, in the runner and its jobs.
+    signal.signal(signal.SIGINT, lambda *_: None)
     runner = 0
     early: list[int] = []  # signals that came before the runner was there to be told
 

@@ -34,11 +34,14 @@ answers, so jobs never overlap even across a runner's death.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import resource
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -103,9 +106,24 @@ def _stop_leftovers(pgid: int, grace: float) -> str:
     return "killed"
 
 
+def open_append(path: str) -> int:
+    """``path`` opened for appending: created if missing, never through a link, and only a
+    regular file — a FIFO or a device planted in its place would block the open (or the
+    writes) for good.  :raises OSError: it cannot be, or is not a regular file."""
+    fd = os.open(path, _APPEND | os.O_NONBLOCK, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _append(path: str, data: bytes, durable: bool = False) -> None:
     """One write at the end of ``path`` (a line torn by a crash is skipped by its reader)."""
-    fd = os.open(path, _APPEND, 0o644)
+    fd = open_append(path)
     try:
         os.write(fd, data)
         if durable:
@@ -148,7 +166,7 @@ def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
 def _open_append(path: str) -> int:
     """``path`` opened for appending (never through a link), or -1."""
     try:
-        return os.open(path, _APPEND, 0o644)
+        return open_append(path)
     except OSError:
         return -1
 
@@ -341,8 +359,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
     try:
-        log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                         | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        log_fd = open_append(log)
     except OSError as exc:
         log_fd, problem = -1, f"could not open its log {log} ({exc.strerror or exc})"
     else:

@@ -74,10 +74,26 @@ def test_open_starts_are_this_keepers_starts_with_no_end(tmp_path):
     record("04_d", {"key": "d0", "pid": 14, "supervisor": 7}, {"key": "d0", "exit_code": 1},
            {"key": "d1", "pid": 15, "supervisor": 7})  # a retry still open
     (tmp_path / f"05_e{EXIT_SUFFIX}").symlink_to(tmp_path / f"01_a{EXIT_SUFFIX}")
-    found = keeper.open_starts(str(tmp_path), 7, since=0.0)
-    assert sorted(found) == [11, 15]
+    record("06_f", {"key": "f", "starting": 100.0, "supervisor": 7})  # died before the pid
+    record("07_g", {"key": "g", "starting": 100.0, "supervisor": 7},
+           {"key": "g", "pid": 16, "supervisor": 7, "started": 100.1})
+    found, unnamed = keeper.open_starts(str(tmp_path), 7, since=0.0)
+    assert sorted(found) == [11, 15, 16]
     assert found[15][1]["key"] == "d1" and found[11][0].endswith(f"01_a{EXIT_SUFFIX}")
-    assert keeper.open_starts(str(tmp_path / "missing"), 7, since=0.0) == {}
+    assert [line["key"] for _, line in unnamed] == ["f"]
+    assert keeper.open_starts(str(tmp_path / "missing"), 7, since=0.0) == ({}, [])
+
+
+def test_a_job_is_named_from_its_starting_line_only_by_its_session_and_its_start(tmp_path):
+    unnamed = [("r1", {"key": "old", "starting": 100.0}), ("r2", {"key": "new", "starting": 200.0})]
+    assert keeper._match(unnamed, 42, (42, 200.05))[1]["key"] == "new"
+    assert keeper._match(unnamed, 42, (42, 100.2))[1]["key"] == "old"
+    assert keeper._match(unnamed, 42, (41, 200.05)) is None  # not a session leader: a leftover
+    assert keeper._match(unnamed, 42, (42, 150.0)) is None  # started long after: not that job
+    assert keeper._match(unnamed, 42, None) is None
+    me = keeper._identity(os.getpid())
+    assert me is not None and me[0] == os.getsid(0)
+    assert abs(me[1] - psutil.Process().create_time()) < 1.0
 
 
 def test_a_job_whose_runner_died_mid_job_is_recorded_by_the_keeper(tmp_path):
@@ -287,3 +303,105 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
         before = [size for what, size in events[:at] if what == "fsync"]
         assert not before or before[-1] < written, events  # not waited for before the start
         assert events[at + 1][0] == "fsync" and events[at + 1][1] >= written, events
+
+
+def test_the_runner_under_a_keeper_still_hears_ctrl_c(tmp_path):
+    """The keeper ignores SIGINT (the runner's group gets it and the runner decides), but an
+    ignored signal stays ignored through exec: the runner never heard Ctrl-C."""
+    code = ("import signal, sys\n"
+            "sys.exit(0 if signal.getsignal(signal.SIGINT) is signal.default_int_handler "
+            "else 5)\n")
+    assert _keep(tmp_path, code).wait(timeout=30) == 0
+
+
+def test_a_job_its_runner_never_named_is_named_and_recorded_by_the_keeper(tmp_path):
+    """The runner died between starting the job and writing down its pid: its "starting"
+    line and the job's own session and start time let the keeper name it (so resume adopts
+    it) and record its end."""
+    logs = tmp_path / "night_logs"
+    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    code = textwrap.dedent(f"""
+        import json, os, signal, time
+        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        with open({record!r}, "a") as out:
+            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+                                  "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
+        os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "sleep 0.5; exit 4"], dict(os.environ),
+                       setsid=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = _keep(tmp_path, code)
+    named = wait_until(lambda: next((ln for ln in read_jsonl(record) if "pid" in ln), None),
+                       what="the keeper to name the job")
+    assert named["named_by"] == "keeper" and psutil.Process(named["pid"]).is_running()
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    assert [(e["exit_code"], e["pid"]) for e in _ends(tmp_path)] == [(4, named["pid"])]
+
+
+def test_what_a_dead_runners_job_left_in_its_group_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACRQ_GRACE", "0.5")
+    left = tmp_path / "left.pid"
+    job = ["/bin/sh", "-c", f"sleep 60 & echo $! > {left}; sleep 0.3"]
+    proc = _keep(tmp_path, _fake_runner(tmp_path / "night_logs", job,
+                                        "os.kill(os.getpid(), signal.SIGKILL)"))
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    assert not psutil.pid_exists(pid_in(left))
+    assert "they were terminated by the runner's keeper" in \
+        (tmp_path / "night_logs" / "01_job.log").read_text()
+
+
+def test_the_keeper_does_not_wait_for_a_daemon_a_job_left(tmp_path):
+    """A daemon started along the way is the keeper's orphan, not a job: once the runner
+    ended and no job is left, the keeper ends (a foreground run returns at once)."""
+    stray = tmp_path / "stray.pid"
+    code = (f"import os\n"
+            f"pid = os.posix_spawn('/bin/sleep', ['sleep', '30'], dict(os.environ), setsid=True)\n"
+            f"open({str(stray)!r}, 'w').write(str(pid))\n")
+    proc = _keep(tmp_path, code)
+    try:
+        assert proc.wait(timeout=10) == 0
+        assert psutil.Process(pid_in(stray)).is_running()  # left alone, as init would
+    finally:
+        if pid_in(stray):
+            os.kill(pid_in(stray), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("fifo", ["record", "log"])
+def test_an_exit_record_or_log_that_is_a_fifo_never_hangs_the_run(tmp_path, capfd, fifo):
+    """A FIFO planted in a job's exit record or log blocked the runner's open for good (and
+    SIGTERM could not end it): now it is refused — the record is not written (said), the
+    log makes the job fail in a sentence — and the run goes on."""
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["/bin/true"]}))
+    queue.add(Job(module="command", id="b", settings={"argv": ["/bin/true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    (tmp_path / "night_logs").mkdir()
+    os.mkfifo(tmp_path / "night_logs" / (f"01_a{EXIT_SUFFIX}" if fifo == "record" else "01_a.log"))
+    run_queue(load_queue(path), path, supervisor=DirectStarter(keeper=os.getppid()))
+    a, b = load_queue(path).jobs
+    assert b.status == "success"
+    if fifo == "log":
+        assert a.status == "failed" and "could not open its log" in (a.error or "")
+    else:
+        assert a.status == "success" and "could not write" in capfd.readouterr().err
+
+
+def test_an_end_line_beside_a_job_still_running_is_not_its_end(tmp_path):
+    """Only a reaped job has an end: one written while its process runs (by the job itself)
+    must not make resume record it finished and start the next job beside it."""
+    from spacrq.procs import ProcessRef
+    from spacrq.queue.adopt import RUNNING, examine
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        ref = ProcessRef.of(sleeper.pid)
+        log = tmp_path / "01_a.log"
+        Path(exit_record_path(str(log))).write_text(
+            json.dumps({"key": "k", "pid": ref.pid, "started": ref.started}) + "\n"
+            + json.dumps({"key": "k", "exit_code": 0}) + "\n")
+        job = Job(module="command", id="a", settings={"argv": ["true"]})
+        job.log_path, job.started = str(log), "k"
+        assert examine(job).state == RUNNING
+    finally:
+        sleeper.kill()
+        sleeper.wait()
