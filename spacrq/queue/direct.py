@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from spacrq.queue import supervise
-from spacrq.queue.supervise import (_now, _peak_of, _spawn, _stop_leftovers, announce_after,
-                                    open_append)
+from spacrq.queue.supervise import _now, _peak_of, _stop_leftovers, announce_after
 
 #: how long the end of a job that was stopped (an abort, an interrupt) is waited for before
 #: it is left to the keeper
@@ -109,18 +108,7 @@ class DirectStarter:
         self._active = self
         log, record, key = request["log"], request["record"], request["key"]
         base = {"key": key, "job": request.get("job", "")}
-        problem, log_fd = "", -1
-        try:
-            log_fd = open_append(log)
-        except OSError as exc:
-            problem = f"could not open its log {log} ({exc.strerror or exc})"
-        else:
-            header = request.get("header")
-            if isinstance(header, str) and header:
-                try:
-                    os.write(log_fd, header.encode("utf-8", "replace"))
-                except OSError:
-                    pass  # the job's own output will say the same about the log
+        log_fd, problem = supervise.open_log(log, request.get("header"))
         cwd = request.get("cwd") or None
         if not problem and cwd and not os.path.isdir(cwd):
             problem = f"its working folder {cwd} does not exist"
@@ -148,11 +136,7 @@ class DirectStarter:
                                            before=request.get("before") or {},
                                            folders=request.get("folders") or []),
                               False, record_fd)
-            try:
-                handle = _spawn(request["argv"], log_fd, cwd, env)
-            except (OSError, ValueError, TypeError) as exc:
-                argv = request.get("argv") or ["?"]
-                problem = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+            handle, problem = supervise.start(request, log_fd, cwd, env)
         if handle is None:
             if log_fd >= 0:
                 supervise._note(log, f"error: {problem}\n", log_fd)

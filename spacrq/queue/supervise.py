@@ -46,6 +46,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 import orjson
 
@@ -336,6 +337,30 @@ def _spawn(argv: list, log_fd: int, cwd: str | None, env: dict | None):
                             stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
 
 
+def open_log(log: str, header: Any) -> tuple[int, str]:
+    """The job's log opened for its output, its header written: ``(fd, '')``, or
+    ``(-1, why it cannot be)``."""
+    try:
+        fd = open_append(log)
+    except OSError as exc:
+        return -1, f"could not open its log {log} ({exc.strerror or exc})"
+    if isinstance(header, str) and header:
+        try:
+            os.write(fd, header.encode("utf-8", "replace"))
+        except OSError:
+            pass  # the job's own output will say the same about the log
+    return fd, ""
+
+
+def start(request: dict, log_fd: int, cwd: str | None, env: dict | None) -> tuple[Any, str]:
+    """The job of ``request`` started: ``(its process, '')``, or ``(None, why not)``."""
+    try:
+        return _spawn(request["argv"], log_fd, cwd, env), ""
+    except (OSError, ValueError, TypeError) as exc:
+        argv = request.get("argv") or ["?"]
+        return None, f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+
+
 def _held(request: dict, requests) -> tuple[bool, dict | None]:
     """For a request sent ahead (``hold``): ``(go, the next request)``.
 
@@ -358,18 +383,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
-    try:
-        log_fd = open_append(log)
-    except OSError as exc:
-        log_fd, problem = -1, f"could not open its log {log} ({exc.strerror or exc})"
-    else:
-        problem = ""
-        header = request.get("header")
-        if isinstance(header, str) and header:
-            try:
-                os.write(log_fd, header.encode("utf-8", "replace"))
-            except OSError:
-                pass  # the job's own output will say the same about the log
+    log_fd, problem = open_log(log, request.get("header"))
     popen = None
     cwd = request.get("cwd") or None
     if not problem and cwd and not os.path.isdir(cwd):
@@ -387,11 +401,7 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
         _note(log, "# spacrq: not started: the runner took it back before it began\n")
         return following
     if not problem:
-        try:
-            popen = _spawn(request["argv"], log_fd, cwd, env)
-        except (OSError, ValueError, TypeError) as exc:
-            argv = request.get("argv") or ["?"]
-            problem = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+        popen, problem = start(request, log_fd, cwd, env)
     if popen is None:
         if log_fd >= 0:
             os.close(log_fd)

@@ -264,7 +264,7 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
     """The journal's lines for a job's start (and the last job's end) are written before
     the job starts — a runner killed at the start loses nothing — and fsync'd as it starts:
     the fsync that covers them is the first thing after the start, not a wait before it."""
-    from spacrq.queue import direct, journal as journal_mod
+    from spacrq.queue import journal as journal_mod, supervise as supervise_mod
     queue = Queue(name="night")
     for i in range(4):
         queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["/bin/true"]}))
@@ -272,7 +272,7 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
     save_queue(queue, path)
     events: list[tuple[str, int]] = []  # ("start:ID", journal bytes written) / ("fsync", bytes)
     journal_file = tmp_path / "night_logs" / "journal.jsonl"
-    real_spawn, real_fsync = direct._spawn, os.fsync
+    real_spawn, real_fsync = supervise_mod._spawn, os.fsync
 
     def spawn(argv, log_fd, cwd, env):
         job = env["SPACRQ_JOB_ID"]
@@ -291,7 +291,7 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
             pass
         return real_fsync(fd)
 
-    monkeypatch.setattr(direct, "_spawn", spawn)
+    monkeypatch.setattr(supervise_mod, "_spawn", spawn)
     monkeypatch.setattr(journal_mod.os, "fsync", fsync)
     result = run_queue(load_queue(path), path, persistence="file",
                        supervisor=DirectStarter(keeper=os.getppid()))
