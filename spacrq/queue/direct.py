@@ -80,15 +80,16 @@ class DirectStarter:
         self._announce = announce_after()
         self._owed = False  # the job at hand was stopped without its end being heard
         self._active: Any = self  # who started the job at hand (the fallback, once used)
+        self._kept = True  # until the keeper is seen gone (then the fallback, for good)
 
     # -- the keeper -----------------------------------------------------------------------
     def _via(self) -> Any:
         """The supervisor jobs go through when the keeper died (None while it lives)."""
         if self._fallback is None:
             return None
-        if getattr(self, "_kept", True) and os.getppid() == self.keeper:
+        if self._kept and os.getppid() == self.keeper:
             return None
-        if getattr(self, "_kept", True):
+        if self._kept:
             print(f"spacrq: the runner's keeper (process {self.keeper}) is gone; the rest of "
                   "the jobs start under a supervisor process, which records them instead",
                   file=sys.stderr, flush=True)
@@ -108,10 +109,7 @@ class DirectStarter:
         self._active = self
         log, record, key = request["log"], request["record"], request["key"]
         base = {"key": key, "job": request.get("job", "")}
-        log_fd, problem = supervise.open_log(log, request.get("header"))
-        cwd = request.get("cwd") or None
-        if not problem and cwd and not os.path.isdir(cwd):
-            problem = f"its working folder {cwd} does not exist"
+        log_fd, cwd, problem = supervise.open_log(request)
         env = None
         if not problem:
             try:

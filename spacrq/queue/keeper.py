@@ -345,6 +345,15 @@ def stop_leftovers(pgid: int, record: str) -> None:
                       f"were {how} by the runner's keeper\n")
 
 
+def _ended(pid: int) -> bool:
+    """Whether this process's child ``pid`` has ended (seen, not reaped)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None and bool(info.si_pid)
+
+
 def _ours(pid: int) -> bool:
     """Whether ``pid`` is still this process's child (running, or ended and not reaped)."""
     try:
@@ -371,7 +380,10 @@ def keep(runner: int, logs: str, since: float) -> int:
         if info is None:
             continue
         pid = info.si_pid
-        identity = _identity(pid) if pid != runner else None  # (before it is reaped)
+        # While the runner lives, no job is this process's child: what ends is a leftover,
+        # reaped and forgotten, with no look at the records (a job's daemons may be many)
+        orphan = pid != runner and not (runner_alive and not _ended(runner))
+        identity = _identity(pid) if orphan else None  # (read before it is reaped)
         try:
             _, status, usage = os.wait4(pid, 0)
         except ChildProcessError:
@@ -381,6 +393,8 @@ def keep(runner: int, logs: str, since: float) -> int:
             code = 128 - ended if ended < 0 else ended
             runner_alive = False
             name_orphans(logs, me, since, runner)
+            continue
+        if not orphan:
             continue
         # Only a job whose runner died is both this process's child and named, by an end
         # not written down, in an exit record of this keeper's (anything else left to it is

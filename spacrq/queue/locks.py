@@ -241,8 +241,11 @@ class RunnerLock:
             os.close(fd)
             raise QueueError(f"this queue is already being run by {holder}; stop it "
                              f"with 'spacrq queue stop {self.queue}' or wait for it to finish") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:  # who holds it, for a second runner's refusal: the flock is the lock itself
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError:
+            pass  # (a full disk: the refusal then says "another process")
         self.fd = fd
         return self
 

@@ -140,7 +140,7 @@ def _note(path: str, text: str, fd: int = -1) -> None:
         else:
             os.write(fd, text.encode("utf-8", "replace"))
     except OSError as exc:
-        print(f"spacrq supervisor: could not write {path}: {exc}", file=sys.stderr, flush=True)
+        print(f"spacrq: could not write {path}: {exc}", file=sys.stderr, flush=True)
 
 
 def _dumps(doc: dict) -> bytes:
@@ -161,7 +161,7 @@ def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
             if durable:
                 os.fsync(fd)
     except OSError as exc:  # the runner still gets the answer on the pipe
-        print(f"spacrq supervisor: could not write {path}: {exc}", file=sys.stderr, flush=True)
+        print(f"spacrq: could not write {path}: {exc}", file=sys.stderr, flush=True)
 
 
 def _open_append(path: str) -> int:
@@ -337,19 +337,24 @@ def _spawn(argv: list, log_fd: int, cwd: str | None, env: dict | None):
                             stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
 
 
-def open_log(log: str, header: Any) -> tuple[int, str]:
-    """The job's log opened for its output, its header written: ``(fd, '')``, or
-    ``(-1, why it cannot be)``."""
+def open_log(request: dict) -> tuple[int, str | None, str]:
+    """``(log fd, working folder, '')`` for the job of ``request``, its log opened for its
+    output and its header written; the fd is -1 or the problem set when it cannot start
+    (its log cannot be opened, its working folder is not there)."""
+    log, cwd = request["log"], request.get("cwd") or None
     try:
         fd = open_append(log)
     except OSError as exc:
-        return -1, f"could not open its log {log} ({exc.strerror or exc})"
+        return -1, cwd, f"could not open its log {log} ({exc.strerror or exc})"
+    header = request.get("header")
     if isinstance(header, str) and header:
         try:
             os.write(fd, header.encode("utf-8", "replace"))
         except OSError:
             pass  # the job's own output will say the same about the log
-    return fd, ""
+    if cwd and not os.path.isdir(cwd):
+        return fd, cwd, f"its working folder {cwd} does not exist"
+    return fd, cwd, ""
 
 
 def start(request: dict, log_fd: int, cwd: str | None, env: dict | None) -> tuple[Any, str]:
@@ -383,11 +388,8 @@ def supervise(request: dict, out, parent: int, envs: _Env | None = None,
     """Run one job to its end and record it; the request read after it, if it was dropped."""
     log, record, key = request["log"], request["record"], request["key"]
     base = {"key": key, "job": request.get("job", "")}
-    log_fd, problem = open_log(log, request.get("header"))
+    log_fd, cwd, problem = open_log(request)
     popen = None
-    cwd = request.get("cwd") or None
-    if not problem and cwd and not os.path.isdir(cwd):
-        problem = f"its working folder {cwd} does not exist"
     env = None
     if not problem:
         try:

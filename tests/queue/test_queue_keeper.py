@@ -405,3 +405,23 @@ def test_an_end_line_beside_a_job_still_running_is_not_its_end(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_full_disk_when_the_runner_takes_its_lock_is_no_traceback(tmp_path, monkeypatch):
+    """The holder's name written into runner.lock is only for a second runner's refusal: a
+    full disk there (ENOSPC) escaped as a traceback before any job ran."""
+    import errno
+    from spacrq.queue import locks
+    real = os.pwrite
+
+    def pwrite(fd, data, offset):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(locks.RUNNER_LOCK_FILE):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(locks.os, "pwrite", pwrite)
+    lock = locks.RunnerLock(tmp_path / "night_logs").acquire()
+    try:
+        assert locks.runner_holds(tmp_path / "night_logs")  # held all the same
+    finally:
+        lock.release()
