@@ -15,8 +15,15 @@ The order is what keeps a finished job from being run twice:
 2. its end is seen with ``waitid(…, WNOWAIT)``, which leaves it a zombie, and
    told to the engine, which makes it durable in the queue's journal;
 3. only then — before the next job starts, or when the run ends — is it
-   reaped (``wait4``: its peak memory), its end written to its exit record,
-   and whatever it left in its process group stopped.
+   reaped (``wait4``: its peak memory) and whatever it left in its process
+   group stopped; its end is written to its exit record once the next job
+   started (the journal has it already: see :meth:`DirectStarter._write_down`).
+
+The next job's log and exit record are opened while the job before it runs
+(:meth:`DirectStarter.open_ahead`, from the runner's look-ahead), so starting
+a short job creates no file; a job that runs a while lets them go again
+(:meth:`DirectStarter.idle`), so no empty log of a job still waiting lies in
+the logs folder while a long job runs.
 
 A runner that dies before 3 leaves the job (running, or a zombie) to its
 keeper, which reaps it and writes its end to the exit record.  A runner
@@ -59,6 +66,35 @@ class _Job:
     finished: str = ""
 
 
+@dataclass
+class _Opened:
+    """The next job's files, opened ahead (see :meth:`DirectStarter.open_ahead`)."""
+    log: str
+    record: str
+    log_fd: int
+    record_fd: int
+    made: tuple[bool, bool]  # whether each was created by this starter (else it was there)
+
+
+def _open_ahead(path: str) -> tuple[int, bool]:
+    """``(fd, created)``: ``path`` opened for appending, created if missing (exclusively,
+    so a file made here is known to be this starter's), never through a link, only a
+    regular file.  :raises OSError: it cannot be."""
+    try:
+        return os.open(path, supervise._APPEND | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        return supervise.open_append(path), False
+
+
+def _same(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, replaced, linked)."""
+    try:
+        mine, there = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return mine.st_nlink > 0 and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
+
+
 def _siginfo_code(info: Any) -> int:
     """A ``waitid`` result as ``os.waitstatus_to_exitcode`` gives it (a signal: negative)."""
     if info.si_code == os.CLD_EXITED:
@@ -81,6 +117,8 @@ class DirectStarter:
         self._owed = False  # the job at hand was stopped without its end being heard
         self._active: Any = self  # who started the job at hand (the fallback, once used)
         self._kept = True  # until the keeper is seen gone (then the fallback, for good)
+        self._opened: _Opened | None = None  # the next job's files, opened ahead
+        self._reaped: tuple[_Job, int] | None = None  # (job, its ru_maxrss) to write down
 
     # -- the keeper -----------------------------------------------------------------------
     def _via(self) -> Any:
@@ -99,17 +137,75 @@ class DirectStarter:
     def warm(self) -> None:
         pass
 
+    # -- the next job's files, opened ahead -------------------------------------------------
+    def open_ahead(self, log: str, record: str) -> None:
+        """Open the next job's log and exit record now, while the job at hand runs, so
+        that its start creates no file (:meth:`send` takes them if the job it starts has
+        these very files, and they are still the files at these paths).  Never fatal:
+        whatever fails here is met again, and said, when that job starts."""
+        self._drop_opened()
+        if not self._kept:
+            return
+        try:
+            log_fd, log_made = _open_ahead(log)
+        except OSError:
+            return
+        try:
+            record_fd, record_made = _open_ahead(record)
+        except OSError:
+            self._let_go(log, log_fd, log_made)
+            return
+        self._opened = _Opened(log, record, log_fd, record_fd, (log_made, record_made))
+
+    def idle(self) -> None:
+        """The job at hand ran a while: nobody waits for the next one's start now, so its
+        files opened ahead are let go of (an empty log of a job that has not started
+        would lie in the logs folder as long as this job runs)."""
+        self._drop_opened()
+
+    def _take_opened(self, log: str, record: str) -> tuple[int, int] | None:
+        """``(log fd, record fd)`` opened ahead for exactly these files, else None."""
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return None
+        if opened.log == log and opened.record == record and _same(opened.log_fd, log) \
+                and _same(opened.record_fd, record):
+            return opened.log_fd, opened.record_fd
+        self._opened = opened
+        self._drop_opened()
+        return None
+
+    def _drop_opened(self) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            self._let_go(opened.log, opened.log_fd, opened.made[0])
+            self._let_go(opened.record, opened.record_fd, opened.made[1])
+
+    @staticmethod
+    def _let_go(path: str, fd: int, made: bool) -> None:
+        """Close a file opened ahead; remove it if this starter made it and it is still
+        that file, empty (nothing was ever written to it, and nobody put another there)."""
+        try:
+            if made and _same(fd, path) and os.fstat(fd).st_size == 0:
+                os.unlink(path)
+        except OSError:
+            pass
+        _close(fd)
+
     # -- one job --------------------------------------------------------------------------
     def send(self, request: dict, ready: Callable[[], None] | None = None) -> None:
         self._settle()
         via = self._via()
         if via is not None:
+            self._drop_opened()
+            self._write_down()
             self._active = via
             return via.send(request, ready)
         self._active = self
         log, record, key = request["log"], request["record"], request["key"]
         base = {"key": key, "job": request.get("job", "")}
-        log_fd, cwd, problem = supervise.open_log(request)
+        opened = self._take_opened(log, record)
+        log_fd, cwd, problem = supervise.open_log(request, opened[0] if opened else -1)
         env = None
         if not problem:
             try:
@@ -124,12 +220,18 @@ class DirectStarter:
                     supervise._note(log, "# spacrq: not started: the runner took it back "
                                          "before it began\n", log_fd)
                     os.close(log_fd)
+                if opened:
+                    _close(opened[1])
                 raise
         handle, record_fd = None, -1
+        if problem and opened:  # (its record is written below, through its own open)
+            _close(opened[1])
+            opened = None
         if not problem:
             # "starting" first: a runner that dies between the spawn and the start's line
             # below leaves a job its keeper still knows (see spacrq.queue.keeper._match)
-            record_fd = supervise._open_append(record)
+            record_fd = opened[1] if opened else supervise._open_append(record)
+            opened = None
             supervise._record(record, dict(base, starting=time.time(), supervisor=self.keeper,
                                            before=request.get("before") or {},
                                            folders=request.get("folders") or []),
@@ -145,6 +247,7 @@ class DirectStarter:
             _close(record_fd)
             self._answers.append({"exit": 127, "finished": finished, "error": problem,
                                   "not_started": True})
+            self._write_down()
             return
         started = time.time()
         # The start first: a runner that dies from here on leaves a job its keeper records
@@ -160,6 +263,7 @@ class DirectStarter:
         self._job = _Job(handle.pid, handle, key, base["job"], record, log, log_fd, record_fd,
                          pidfd, started, time.monotonic() + self._announce,
                          float(request.get("grace", 10.0)))
+        self._write_down()  # (the job before's end: see _write_down)
 
     def _ended(self, job: _Job, seconds: float) -> bool:
         """Whether the job ended within ``seconds`` (seen, not reaped)."""
@@ -249,8 +353,14 @@ class DirectStarter:
         if self._active is not self:
             self._active.lost()
 
+    def settle(self) -> None:
+        """Settle the job before now (:meth:`send` would, first thing)."""
+        if self._active is self:
+            self._settle()
+
     def _settle(self) -> None:
         """Reap the job at hand, write its end down, stop what it left (before the next)."""
+        self._write_down()
         job, self._job, self._owed = self._job, None, False
         self._answers.clear()
         if job is None:
@@ -266,18 +376,34 @@ class DirectStarter:
             pass  # reaped elsewhere: what was seen stands
         if hasattr(job.handle, "returncode"):
             job.handle.returncode = job.code  # (a Popen must not reap it again)
-        supervise._record(job.record, {"key": job.key, "job": job.job, "exit_code": job.code,
-                                       "finished": job.finished or _now(), **_peak_of(maxrss)},
-                          False, job.record_fd)
         left = _stop_leftovers(job.pid, job.grace)
         if left:
             supervise._note(job.log, "# the job left processes running in its group after it "
                                      f"ended; they were {left}\n", job.log_fd)
+        job.finished = job.finished or _now()
+        self._reaped = (job, maxrss)  # written down by _write_down, once the next job started
+
+    def _write_down(self) -> None:
+        """The end of the job last reaped, in its exit record, and its files closed.
+
+        Left from :meth:`_settle` until the next job started (or the run ended): its end
+        is in the queue's journal already, which is what ``resume`` reads for a job that
+        ended, so a runner that dies before this line loses nothing — the line is for
+        whoever reads exit records, and the moment between two jobs does not wait for it.
+        """
+        if self._reaped is None:
+            return
+        (job, maxrss), self._reaped = self._reaped, None
+        supervise._record(job.record, {"key": job.key, "job": job.job, "exit_code": job.code,
+                                       "finished": job.finished, **_peak_of(maxrss)},
+                          False, job.record_fd)
         _close(job.pidfd, job.record_fd, job.log_fd)
 
     def close(self, timeout: float = 30.0) -> None:
         """Settle the last job; a job still running is left to the keeper."""
+        self._drop_opened()
         self._settle()
+        self._write_down()
         if self._fallback is not None:
             self._fallback.close(timeout)
 

@@ -145,6 +145,7 @@ class _Run:
                          "runner_pid": os.getpid()}
         self._at = 0  # the place (1-based) of the job at hand
         self._ahead: _Ahead | None = None  # the next job, prepared while this one runs
+        self._checked_plan: _Ahead | None = None  # …and checked just before its claim
 
     # -- persistence -----------------------------------------------------------
     def persist(self, job: Job, *fields: str, sync: bool = False) -> None:
@@ -165,11 +166,13 @@ class _Run:
             self.queue_note(f"could not save the queue file ({self.writer.problem}); the run "
                             "goes on and saves it at the next chance")
 
-    def claim(self, job: Job) -> None:
-        """``job`` is next: edits made to it in the file are taken in before it is read."""
+    def claim(self, job: Job, keep: bool = False) -> None:
+        """``job`` is next: edits made to it in the file are taken in before it is read.
+        ``keep``: the edit lock is kept until its start is written (see
+        :meth:`QueueWriter.claim`; :meth:`_checked_ahead` says when)."""
         if self.writer is None:
             return
-        added = self.writer.claim(job)
+        added = self.writer.claim(job, keep)
         if added:
             self.total = len(self.queue.jobs)
             self.by_id.update((j.id, j) for j in added)
@@ -198,7 +201,9 @@ class _Run:
     def _look_ahead(self) -> None:
         """While the job at hand runs: prepare the next one as far as its own settings go
         (see :class:`_Ahead`): nothing is read or looked at on disk, so the job at hand is
-        watched (abort, timeout) without delay.  Never fatal: whatever fails here is met
+        watched (abort, timeout) without delay; only its log and exit record are opened,
+        in the folder the log of the job at hand was opened in a moment ago, and let go
+        of again once the job at hand ran a while (:meth:`_idle`).  Never fatal: whatever fails here is met
         again, and said, when that job's turn comes.  Only ``command`` jobs: they are the
         jobs short enough for the moment between two jobs to count; any other job starts
         an interpreter of its own."""
@@ -227,6 +232,7 @@ class _Run:
             plan = JobPlan.of(job, spec, settings, settings_path, log_path)
             self._ahead = _Ahead(job, self.writer.generation, spec, settings, settings_path,
                                  spec.output_folders(settings), plan)
+            self.processes.open_ahead(plan)  # (its log and exit record: no creation at its start)
         except Exception:  # noqa: BLE001 — its turn says what is wrong with it
             self._ahead = None
 
@@ -247,6 +253,7 @@ class _Run:
         soon after the last one's to be written at once."""
         if self.writer is not None:
             self.writer.tidy()
+        self.processes.let_go_ahead()
         _safe(self.heartbeat)
 
     def progress(self, event: str, job: Job | None, i: int, message: str = "") -> None:
@@ -293,7 +300,8 @@ class _Run:
             return None
         ahead = self._planned(job)
         if ahead is not None and ahead.spec.name == "command":  # (no settings file to write)
-            if not self._checked(i, job, ahead.spec, ahead.settings):
+            if ahead is not self._checked_plan \
+                    and not self._checked(i, job, ahead.spec, ahead.settings):
                 return None
             return ahead.spec, ahead.settings, ahead.settings_path, ahead.folders, ahead.plan
         spec, settings, folders = self._resolved(i, job)
@@ -335,7 +343,34 @@ class _Run:
 
     def run_job(self, i: int, job: Job) -> None:
         """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
-        self.claim(job)
+        self.processes.settle()  # the job before, reaped (before the lock: it may take a grace)
+        self.claim(job, keep=self._checked_ahead(job))
+        try:
+            self._run_claimed(i, job)
+        finally:
+            if self.writer is not None:
+                self.writer.let_go()  # (kept by the claim: let go of once the job started)
+
+    def _checked_ahead(self, job: Job) -> bool:
+        """Whether ``job`` was prepared ahead and passes its checks now, before its claim:
+        then nothing between its claim and its start waits for anything (no settings
+        to read, no check, no output folder to look at, no working folder), and the
+        claim keeps the edit lock until the start is written.  A job that fails its
+        checks here is checked again, and failed, in its turn as any other."""
+        ahead = self._ahead
+        self._checked_plan = None
+        if ahead is None or ahead.job is not job or ahead.folders or ahead.plan.cwd \
+                or self.writer is None or ahead.generation != self.writer.generation:
+            return False
+        try:
+            if any(p.is_error for p in ahead.spec.check(ahead.settings)):
+                return False
+        except Exception:  # noqa: BLE001 — its turn says what is wrong with it
+            return False
+        self._checked_plan = ahead
+        return True
+
+    def _run_claimed(self, i: int, job: Job) -> None:
         ready = self.prepare(i, job)
         if ready is None:
             return
@@ -443,6 +478,8 @@ class _Run:
         """Before the job starts: the file says "running" (and the last job's end); the
         journal has both, fsync'd as the job starts (see :meth:`QueueWriter.commit`)."""
         self.commit(defer_sync=True)  # (its fsync as the job starts: see QueueWriter.commit)
+        if self.writer is not None:
+            self.writer.let_go()  # (the claim's, if it kept it: the start is written)
         self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label}")
 
     def _cancelled(self, i: int, job: Job) -> None:

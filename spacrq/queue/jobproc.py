@@ -425,6 +425,26 @@ class ProcessRunner:
             raise JobNotStarted(str(end.get("error") or f"exited with code {end['exit']}"))
         return int(end["exit"])
 
+    def open_ahead(self, plan: JobPlan) -> None:
+        """The next job's log and exit record opened now, while the job at hand runs, where
+        the supervisor starts jobs itself (:meth:`spacrq.queue.direct.DirectStarter.open_ahead`)."""
+        opener = getattr(self.supervisor, "open_ahead", None)
+        if opener is not None:
+            opener(plan.log_path, plan.record)
+
+    def settle(self) -> None:
+        """The job before, reaped and written down now, where the supervisor starts jobs
+        itself (else when the next one is sent)."""
+        settle = getattr(self.supervisor, "settle", None)
+        if settle is not None:
+            settle()
+
+    def let_go_ahead(self) -> None:
+        """The job at hand ran a while: what :meth:`open_ahead` opened is let go of."""
+        idle = getattr(self.supervisor, "idle", None)
+        if idle is not None:
+            idle()
+
     def _next(self, job: Job, attempt: "_Attempt", timeout: float) -> dict | None:
         """The job's ``exit`` answer if it came within ``timeout``; a ``pid`` one names it."""
         answer = self.supervisor.answer(timeout)

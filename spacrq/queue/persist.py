@@ -92,6 +92,8 @@ class QueueWriter:
         self._lines = 0
         self._last_write = time.monotonic()
         self._sync_owed = False  # a commit's fsync left for sync(), as the job starts
+        self._held = False  # the edit lock kept from a claim to the job's start (see claim)
+        self._merged = False  # …and the file taken in under it: not looked at again
         self._open_journal()  # both modes make each transition durable with one journal line
 
     def _open_journal(self) -> bool:
@@ -126,11 +128,14 @@ class QueueWriter:
         the runner calls once the next job was started: its lines are written
         (so a runner killed from here on loses nothing: they are in the
         kernel's cache, which any reader sees), and the fsync — only a power cut
-        or a kernel crash needs it — overlaps the job's start instead of
-        delaying it.  A power cut before it completes loses the two transitions
-        it covers, as one during the fsync itself would: the job that ended is
-        then run again, and the one that started (killed by the same power
-        cut) run afresh.
+        or a kernel crash needs it — runs on the journal's own thread while the
+        job runs (:meth:`Journal.flush_behind`), instead of delaying its start.
+        One runs at a time: the next job's waits for it, so a job's transitions
+        are durable by the time the job after it has started, whatever the disk
+        costs (a slow disk slows the fsyncs, not the jobs).  A power cut before
+        it completes loses the transitions it covers, as one during the fsync
+        itself would: the job that ended is then run again, and the one that
+        started (killed by the same power cut) run afresh.
 
         One fsync of the journal makes the transitions durable; in ``"file"``
         mode the file is replaced first (atomically, without an fsync of its
@@ -167,7 +172,7 @@ class QueueWriter:
         if self.journal is None:
             return
         try:
-            self.journal.flush()
+            self.journal.flush_behind()  # (the runner goes on; the next one waits for it)
         except OSError as exc:
             self._failed(exc, "sync the journal")
 
@@ -175,9 +180,14 @@ class QueueWriter:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
         added: list[Job] = []
         try:
-            with self._lock:
-                added = self._merge()
+            if self._held:  # (kept since the claim: the file was taken in then)
+                if not self._merged:
+                    added = self._merge()
                 self._write_locked(durable)
+            else:
+                with self._lock:
+                    added = self._merge()
+                    self._write_locked(durable)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
         return added
@@ -227,6 +237,7 @@ class QueueWriter:
         held, so whoever adds a job sees either a runner that will take it in
         or no runner at all.
         """
+        self.let_go()
         try:
             with self._lock:
                 added = self._merge()
@@ -242,23 +253,49 @@ class QueueWriter:
             self.journal = None
         return []
 
-    def claim(self, job: Job) -> list[Job]:
+    def claim(self, job: Job, keep: bool = False) -> list[Job]:
         """Before ``job`` starts: take in the edits and additions made to the file, and mark
         ``job`` running in the journal, all under the edit lock — an edit either reaches
         the job now or sees it running and is refused (see :mod:`spacrq.queue.edits`).
-        The lock is not kept while the job is prepared: preparing may wait for its
-        output folders' run status, and an edit must never wait for that."""
+
+        The lock is not kept while the job is prepared: preparing may read its settings
+        or wait for its output folders' run status, and an edit must never wait for that.
+        With ``keep`` — a job prepared ahead, whose start waits for nothing — it is kept
+        until :meth:`let_go`, which the runner calls once the job's start is written
+        (its commit): the start then takes no second lock and no second look at the
+        file, and the job's "running" is the start's own journal line, written before
+        the lock is let go of, so no edit ever sees it otherwise.
+        """
         added: list[Job] = []
         try:
-            with self._lock:
-                added = self._merge()
-                job.status = STATUS_RUNNING
+            self._lock.__enter__()
+        except (OSError, QueueError) as exc:
+            self._failed(exc, "write")
+            return added
+        keep = keep and self.journal is not None
+        try:
+            generation = self.generation
+            added = self._merge()
+            keep = keep and self.generation == generation  # (changed: prepared again, unlocked)
+            job.status = STATUS_RUNNING
+            if not keep:
                 self.touch(job, ("status",))
                 if self.journal is None:
                     self._write_locked(durable=False)
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
+        finally:
+            if keep:
+                self._held = self._merged = True
+            else:
+                self._lock.__exit__(None, None, None)
         return added
+
+    def let_go(self) -> None:
+        """Let go of the edit lock a :meth:`claim` kept (nothing when none is kept)."""
+        if self._held:
+            self._held = self._merged = False
+            self._lock.__exit__(None, None, None)
 
     def prepare(self) -> None:
         """Make the next replace's temporary file now (the runner calls it once a job was
@@ -293,6 +330,11 @@ class QueueWriter:
             self._replacer.tidy()
         except OSError:
             pass
+        if self.journal is not None:
+            try:
+                self.journal.synced_behind()
+            except OSError as exc:
+                self._failed(exc, "sync the journal")
 
     def final_problem(self) -> str:
         """'' when the file holds the final state; else where the state is (a rescue copy)."""
@@ -308,6 +350,7 @@ class QueueWriter:
                 f"({self.problem}); it shows the queue as it was then, and {where}")
 
     def close(self) -> None:
+        self.let_go()
         if self.journal is not None:
             self.journal.close()
             self.journal = None

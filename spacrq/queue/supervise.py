@@ -337,15 +337,16 @@ def _spawn(argv: list, log_fd: int, cwd: str | None, env: dict | None):
                             stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
 
 
-def open_log(request: dict) -> tuple[int, str | None, str]:
+def open_log(request: dict, fd: int = -1) -> tuple[int, str | None, str]:
     """``(log fd, working folder, '')`` for the job of ``request``, its log opened for its
-    output and its header written; the fd is -1 or the problem set when it cannot start
-    (its log cannot be opened, its working folder is not there)."""
+    output (``fd``: opened already) and its header written; the fd is -1 or the problem
+    set when it cannot start (its log cannot be opened, its working folder is not there)."""
     log, cwd = request["log"], request.get("cwd") or None
-    try:
-        fd = open_append(log)
-    except OSError as exc:
-        return -1, cwd, f"could not open its log {log} ({exc.strerror or exc})"
+    if fd < 0:
+        try:
+            fd = open_append(log)
+        except OSError as exc:
+            return -1, cwd, f"could not open its log {log} ({exc.strerror or exc})"
     header = request.get("header")
     if isinstance(header, str) and header:
         try:

@@ -251,27 +251,35 @@ def test_the_detached_runner_runs_the_edited_job(tmp_path):
     assert saved.find("next").settings == {"argv": ["touch", "new.ran"]}
 
 
-def test_an_edit_never_waits_for_the_runner_preparing_a_job(tmp_path, monkeypatch):
-    """Preparing a job may wait (its output folders' run-status files, another program
-    holding them); the edit lock is not held meanwhile, so an add goes through at once."""
-    from spacrq.queue import engine
+@pytest.mark.parametrize("in_folder", [False, True],
+                         ids=["its-checks-before-its-claim", "its-checks-after-its-claim"])
+def test_an_edit_never_waits_for_the_runner_checking_a_job(tmp_path, monkeypatch, in_folder):
+    """Checking a job may wait (its inputs or program on a share that hangs); the edit lock
+    is not held meanwhile, so an add goes through at once.  A job prepared while the one
+    before it ran is checked before its claim, which then keeps the lock only from there
+    to its start; one that is not (here: it has a working folder) is claimed, the lock let
+    go of, then checked."""
+    from spacrq.modules import ModuleSpec
     from spacrq.queue.locks import EditLock
 
-    path = _queue(tmp_path, _cmd("a"), _cmd("b"))
-    preparing, release = threading.Event(), threading.Event()
-    real = engine._Run.prepare
+    b = _cmd("b", cwd=str(tmp_path)) if in_folder else _cmd("b")
+    path = _queue(tmp_path, _cmd("a", ("sleep", "0.3")), b)
+    checking, release = threading.Event(), threading.Event()
+    real = ModuleSpec.check
 
-    def slow_prepare(self, i, job):
-        if job.id == "b":
-            preparing.set()
+    def slow_check(self, settings):
+        # (only the runner's checks in b's turn: the queue's validation before it ran, too)
+        if not checking.is_set() and settings.get("argv") == ["true"] \
+                and any(logs_dir(path).glob("*_a.log")):
+            checking.set()
             release.wait(30)
-        return real(self, i, job)
+        return real(self, settings)
 
-    monkeypatch.setattr(engine._Run, "prepare", slow_prepare)
+    monkeypatch.setattr(ModuleSpec, "check", slow_check)
     ran = threading.Thread(target=run_queue, args=(load_queue(path), path))
     ran.start()
     try:
-        assert preparing.wait(30)
+        assert checking.wait(30)
         with EditLock(logs_dir(path), wait=2.0):  # refused after 2 s if the runner held it
             pass
         edit_queue(path, lambda queue: queue.add(_cmd("c")))  # `queue add` takes the same lock
