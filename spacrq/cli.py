@@ -143,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spacrq.ui.app import main as gui_main
         return gui_main([])
     try:
+        os.getcwd()
+    except FileNotFoundError:  # (every relative path would raise it, somewhere deep)
+        print("spacrq: the folder this command was started in was removed; change to a "
+              "folder that exists (cd) and run the command again", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         parser = build_parser(() if argv[0] in WINDOW_COMMANDS else GROUPS)
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", None)

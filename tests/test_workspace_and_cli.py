@@ -64,6 +64,21 @@ def test_cli_bad_input_is_one_sentence_and_exit_2(capsys):
     assert err.count("\n") == 1
 
 
+def test_a_command_started_in_a_removed_folder_is_one_sentence_and_exit_2(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    queue = tmp_path / "night.queue.json"
+    # (a child process: this one's working folder must stay where it is)
+    proc = subprocess.run([sys.executable, "-c", (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "from spacrq.cli import main; sys.exit(main(['queue', 'run', 'night.queue.json']))"),
+        str(gone)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "the folder this command was started in was removed" in proc.stderr
+    assert not queue.exists()
+
+
 def test_python_dash_m_spacrq_version():
     out = subprocess.run([sys.executable, "-m", "spacrq", "--version"], capture_output=True, text=True,
                          timeout=60)

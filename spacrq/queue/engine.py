@@ -143,6 +143,10 @@ class _Run:
         self.state = "finished"
         self.ran_with = {"host": socket.gethostname(), "python": sys.executable,
                          "runner_pid": os.getpid()}
+        try:  # (the runner never changes folder; one removed under it must not end the run)
+            self._cwd = os.getcwd()
+        except OSError:
+            self._cwd = ""
         self._at = 0  # the place (1-based) of the job at hand
         self._ahead: _Ahead | None = None  # the next job, prepared while this one runs
         self._checked_plan: _Ahead | None = None  # …and checked just before its claim
@@ -470,7 +474,7 @@ class _Run:
         job.attempts += 1
         job.status, job.started, job.finished, job.error = STATUS_RUNNING, now_iso(), "", ""
         job.exit_code, job.failure_kind = None, ""
-        job.ran_with = dict(self.ran_with, cwd=job.cwd or os.getcwd())
+        job.ran_with = dict(self.ran_with, cwd=job.cwd or self._cwd)
         self.persist(job, "status", "started", "finished", "error", "exit_code",
                      "failure_kind", "log_path", "attempts", "run_status", "ran_with")
 

@@ -76,6 +76,15 @@ def job_command(job: Job, spec: ModuleSpec, settings: dict, settings_path: str) 
 _ENVIRON: list = [None, {}]  # os.environ as last copied: (its raw bytes, its text)
 
 
+def _here() -> str:
+    """The runner's working folder, as the log header names it (one removed under it is
+    said, not raised: the job runs, or fails, on its own)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return "(the runner's working folder, which was removed)"
+
+
 def _environ_base() -> dict[str, str]:
     """``os.environ`` as text, the same object until it changes (never change it): decoded
     again only when it changed (decoding it whole for every job cost more than the rest
@@ -333,7 +342,7 @@ class JobPlan:
         cwd = job_cwd(job, settings, spec)
         return cls(settings, log_path, argv, cwd, job_env_changes(job, settings, spec, log_path),
                    exit_record_path(log_path),
-                   f"# cwd {cwd or os.getcwd()}\n# argv {argv!r}\n"
+                   f"# cwd {cwd or _here()}\n# argv {argv!r}\n"
                    f"# settings {_dumps(settings).decode()}\n")
 
     def fits(self, job: Job, settings: dict, log_path: str) -> bool:

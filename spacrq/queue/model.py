@@ -245,20 +245,21 @@ class Job:
         return f"{self.module} {target}".strip()
 
     def to_dict(self) -> dict[str, Any]:
-        """The job in spaCR's key order, spacrq's fields after them."""
-        return OrderedDict((
-            ("id", self.id), ("module", self.module), ("label", self.label),
-            ("settings", self.settings), ("overrides", self.override_args),
-            ("depends_on", list(self.depends_on)), ("status", self.status),
-            ("started", self.started), ("finished", self.finished),
-            ("exit_code", self.exit_code), ("error", self.error),
-            ("log_path", self.log_path), ("run_status", self.run_status),
-            ("timeout", self.timeout), ("retries", self.retries),
-            ("retry_delay", self.retry_delay),
-            ("attempts", self.attempts), ("env", dict(self.env)), ("cwd", self.cwd),
-            ("failure_kind", self.failure_kind), ("process", self.process),
-            ("ran_with", self.ran_with), ("lost_runs", [dict(r) for r in self.lost_runs]),
-        ))
+        """The job in spaCR's key order, spacrq's fields after them (a plain dict keeps its
+        order; the runner renders this at every transition of a small queue)."""
+        return {
+            "id": self.id, "module": self.module, "label": self.label,
+            "settings": self.settings, "overrides": self.override_args,
+            "depends_on": list(self.depends_on), "status": self.status,
+            "started": self.started, "finished": self.finished,
+            "exit_code": self.exit_code, "error": self.error,
+            "log_path": self.log_path, "run_status": self.run_status,
+            "timeout": self.timeout, "retries": self.retries,
+            "retry_delay": self.retry_delay,
+            "attempts": self.attempts, "env": dict(self.env), "cwd": self.cwd,
+            "failure_kind": self.failure_kind, "process": self.process,
+            "ran_with": self.ran_with, "lost_runs": [dict(r) for r in self.lost_runs],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, at: int | None = None) -> "Job":

@@ -328,6 +328,22 @@ def test_cwd_and_environment_are_recorded_on_the_job(tmp_path):
     assert job.env == {"K": "v"}
 
 
+def test_a_runner_whose_working_folder_is_removed_under_it_runs_the_rest(tmp_path,
+                                                                         monkeypatch):
+    """A job (or a tidy-up) that removes the folder the runner was started in must not end
+    the night: the next jobs still start, and say where they ran."""
+    here = tmp_path / "started-here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    queue, path = _queue(tmp_path, _cmd("a", settings={"argv": ["rmdir", str(here)]}),
+                         _cmd("b", settings={"argv": ["true"]}))
+    result = run_queue(queue, path)
+    assert not here.exists()
+    assert [(j.id, j.status) for j in load_queue(path).jobs] == [("a", "success"),
+                                                                 ("b", "success")], result
+    assert load_queue(path).jobs[1].ran_with["cwd"] == str(here)
+
+
 def test_a_settings_problem_found_only_at_start_fails_the_job_not_the_queue(tmp_path):
     inp = tmp_path / "later"
     queue, path = _queue(tmp_path, _cmd("up", settings={"argv": ["true"], "writes": [str(tmp_path)]}),
