@@ -265,7 +265,7 @@ class Journal:
 
     def job(self, job: Job, fields, sync: bool = True) -> None:
         """Persist the current values of ``fields`` of ``job``."""
-        self._append({"job": job.id, "set": {f: _plain(getattr(job, f)) for f in fields}}, sync)
+        self._append({"job": job.id, "set": {f: getattr(job, f) for f in fields}}, sync)
 
     def checkpoint(self, parts: list[bytes] | None = None) -> None:
         """Write the whole queue file (atomically, durably), then start the journal afresh."""
@@ -287,14 +287,6 @@ class Journal:
                 self._syncer = None
             os.close(self._fd)
             self._fd = -1
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, list):
-        return list(value)
-    return value
 
 
 class _Syncer:
