@@ -16,9 +16,11 @@ For each queue size N it times, wall clock, in one run:
   gets its own log file, process group and exit record (the runner starts
   its jobs as its own children under its keeper, which records any a dead
   runner left), in both persistence modes, each forced at both sizes:
-  ``file`` (every transition made durable by the fsync'd journal before the
-  next job starts, and the queue file replaced atomically at every job so it
-  is current: the default up to 500 jobs) and ``journal`` (the same fsync'd
+  ``file`` (every transition written to the journal before the job it
+  concerns starts and fsync'd while that job runs — on a thread, one fsync at
+  a time, so a job's transitions are durable by the time the job after it
+  started — and the queue file replaced atomically at every job so it is
+  current: the default up to 500 jobs) and ``journal`` (the same fsync'd
   journal, the file replaced only at checkpoints: the default above);
 * ``tsp``     — Debian's task-spooler (``/usr/bin/tsp``, private
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
@@ -33,15 +35,17 @@ rounds, run by the same interpreter through ``PYTHONPATH``: a before/after
 comparison under the same load.
 
 A ``lean loop`` is timed beside it: the per-job system calls of the runner's
-design — jobs as its own children under a subreaper keeper, every durability
-of file mode kept — in a bare loop with none of the runner's bookkeeping
-(see :func:`time_lean`): what is left between it and ``file`` is the
-runner's Python.
+design — jobs as its own children under a subreaper keeper, the next job's
+files opened while a job runs, the fsync on a thread, every durability of
+file mode kept — in a bare loop with none of the runner's bookkeeping (see
+:func:`time_lean`): what is left between it and ``file`` is the runner's
+Python.
 
 A ``floor`` is timed too, for the smallest size: the work file mode cannot
 leave out (a journal line fsync'd, the file replaced, the log created, the
-job spawned and waited for), done in a bare loop with no runner around it —
-what is left above it is spacrq's own per-job cost.
+job spawned and waited for), done one after the other in a bare loop with no
+runner around it and nothing overlapped — file mode, which overlaps the
+fsync and the files' creation with the job before, can come in below it.
 
 It prints per-job time, per-job overhead above ``bare``, and the ratios
 (spacrq/tsp, and for flatness the 2000-job/10-job per-job overhead, each size
@@ -129,14 +133,18 @@ def time_floor(n: int, folder: Path) -> float:
 def time_lean(n: int, folder: Path) -> float:
     """Seconds for n jobs (from the second's start, scaled) of a lean runner loop: the
     per-job system calls of the runner's design with none of its bookkeeping — it starts
-    each job itself (its jobs its own
-    children, a subreaper parent recording the end of any it leaves behind), with every
-    durability of file mode kept.  Per job: the two jobs that changed serialised again
-    and the file replaced atomically (its temporary file made while the job before ran),
-    the "running" line fsync'd, the log made, the job spawned in its own session, its
-    start written to a new exit record while it runs, its end seen with
-    ``waitid(WNOWAIT)`` — so a runner that dies before journalling it leaves a zombie
-    for the subreaper to record — journalled, then reaped and written to its record."""
+    each job itself (its jobs its own children, a subreaper parent recording the end of
+    any it leaves behind), with every durability of file mode kept.  Per job: the two
+    jobs that changed serialised again and the file replaced atomically (its temporary
+    file made while the job before ran), the "running" line written, the job spawned in
+    its own session into its log and its "starting" written to its exit record (both
+    opened while the job before ran), the journal fsync'd on a thread while it runs (the
+    last fsync awaited first: one at a time), its start written to its record, the next
+    job's files opened, its end seen with ``waitid(WNOWAIT)`` — so a runner that dies
+    before journalling it leaves a zombie for the subreaper to record — journalled, then
+    reaped and written to its record."""
+    import threading
+
     import orjson
     work = folder / f"lean{n}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
@@ -149,31 +157,57 @@ def time_lean(n: int, folder: Path) -> float:
     target, temp = str(work / "q.queue.json"), str(work / ".q.tmp")
     env, seq, before = dict(os.environ), 0, None
     made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    go, done = threading.Lock(), threading.Lock()
+    go.acquire()
+    done.acquire()
+
+    def syncer() -> None:
+        while True:
+            go.acquire()
+            if journal < 0:
+                return
+            os.fsync(journal)
+            done.release()
+
+    thread = threading.Thread(target=syncer, daemon=True)
+    thread.start()
+    busy = False
+
+    def files(i: int) -> tuple[str, int, int]:
+        log = str(work / f"{i:03d}_{jobs[i]['id']}.log")
+        return (log, os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+                os.open(log[:-4] + ".exit.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+
+    ahead = files(0)
     t0 = time.perf_counter()
     for i, job in enumerate(jobs):
         if i == 1:
             t0 = time.perf_counter()
-        log = str(work / f"{i:03d}_{job['id']}.log")
+        log, log_fd, record = ahead
         job.update(status="running", started=datetime.now().astimezone().isoformat(),
                    attempts=1, log_path=log)
+        seq += 1
+        os.write(journal, orjson.dumps({"job": job["id"], "set": {
+            k: job[k] for k in ("status", "started", "attempts", "log_path")}, "seq": seq}) + b"\n")
         parts[i] = orjson.dumps(job, option=orjson.OPT_INDENT_2)
         if before is not None:
             parts[before] = orjson.dumps(jobs[before], option=orjson.OPT_INDENT_2)
         os.write(made, b'{"jobs": [' + b",".join(parts) + b"]}")
         os.replace(temp, target)
         os.close(made)
-        seq += 1
-        os.write(journal, orjson.dumps({"job": job["id"], "set": {
-            k: job[k] for k in ("status", "started", "attempts", "log_path")}, "seq": seq}) + b"\n")
-        os.fsync(journal)
-        log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(record, orjson.dumps({"key": job["started"], "starting": time.time()}) + b"\n")
         pid = os.posix_spawn(TRUE, [TRUE], env, setsid=True,
                              file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
                                            (os.POSIX_SPAWN_DUP2, log_fd, 1),
                                            (os.POSIX_SPAWN_DUP2, log_fd, 2)])
-        record = os.open(log[:-4] + ".exit.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(record, orjson.dumps({"key": job["started"], "pid": pid}) + b"\n")
+        if busy:
+            done.acquire()  # (the last fsync, over before the next begins)
+        go.release()
+        busy = True
         made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # (while it runs)
+        if i + 1 < n:
+            ahead = files(i + 1)
         code = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT).si_status
         job.update(status="success" if code == 0 else "failed", exit_code=code,
                    finished=datetime.now().astimezone().isoformat())
@@ -185,9 +219,15 @@ def time_lean(n: int, folder: Path) -> float:
         os.close(record)
         os.close(log_fd)
         before = i
+    if busy:
+        done.acquire()
+    os.fsync(journal)
     elapsed = time.perf_counter() - t0
     for fd in (made, journal, devnull):
         os.close(fd)
+    journal = -1
+    go.release()
+    thread.join()
     return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
 
 
