@@ -1,9 +1,11 @@
 """Test-wide rules: offscreen Qt, the QApplication every Qt test runs under, and no test leaves a
-child process behind."""
+child process or a thread behind."""
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -47,6 +49,28 @@ def no_leftover_processes():
                 pass
         psutil.wait_procs(alive, timeout=5)
         pytest.fail("test left child processes running: " + "; ".join(names))
+
+
+#: Threads a library starts once and keeps for the life of the process (zarr's I/O event loop,
+#: its executor's workers, dask's offload worker), not a test's: the first test to use zarr or
+#: dask's distributed scheduler in this process starts them.
+PROCESS_WIDE_THREADS = ("zarr_io", "asyncio_", "Dask-Offload")
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_threads():
+    """Fail a test that leaves a thread of its own running (a thread ending as the test
+    ends is given a moment to)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5.0
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()
+            and not t.name.startswith(PROCESS_WIDE_THREADS)]
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in left if t.is_alive()]
+    if alive:
+        pytest.fail("test left threads running: " + ", ".join(alive))
 
 
 @pytest.fixture
