@@ -17,10 +17,8 @@ For each queue size N it times, wall clock, in one run:
   its jobs as its own children under its keeper, which records any a dead
   runner left), in both persistence modes, each forced at both sizes:
   ``file`` (every transition written to the journal before the job it
-  concerns starts and fsync'd while that job runs — on a thread, one fsync at
-  a time, so a job's transitions are durable by the time the job after it
-  started — and the queue file replaced atomically at every job so it is
-  current: the default up to 500 jobs) and ``journal`` (the same fsync'd
+  concerns starts and fsync'd as that job starts, and the queue file replaced
+  atomically at every job so it is current: the default up to 500 jobs) and ``journal`` (the same fsync'd
   journal, the file replaced only at checkpoints: the default above);
 * ``tsp``     — Debian's task-spooler (``/usr/bin/tsp``, private
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
@@ -36,8 +34,8 @@ comparison under the same load.
 
 A ``lean loop`` is timed beside it: the per-job system calls of the runner's
 design — jobs as its own children under a subreaper keeper, the next job's
-files opened while a job runs, the fsync on a thread, every durability of
-file mode kept — in a bare loop with none of the runner's bookkeeping (see
+files opened while a job runs, every durability of file mode kept — in a bare
+loop with none of the runner's bookkeeping (see
 :func:`time_lean`): what is left between it and ``file`` is the runner's
 Python.
 
@@ -138,13 +136,10 @@ def time_lean(n: int, folder: Path) -> float:
     jobs that changed serialised again and the file replaced atomically (its temporary
     file made while the job before ran), the "running" line written, the job spawned in
     its own session into its log and its "starting" written to its exit record (both
-    opened while the job before ran), the journal fsync'd on a thread while it runs (the
-    last fsync awaited first: one at a time), its start written to its record, the next
-    job's files opened, its end seen with ``waitid(WNOWAIT)`` — so a runner that dies
+    opened while the job before ran), its start written to its record, the journal
+    fsync'd, the next job's files opened, its end seen with ``waitid(WNOWAIT)`` — so a runner that dies
     before journalling it leaves a zombie for the subreaper to record — journalled, then
     reaped and written to its record."""
-    import threading
-
     import orjson
     work = folder / f"lean{n}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
@@ -157,22 +152,6 @@ def time_lean(n: int, folder: Path) -> float:
     target, temp = str(work / "q.queue.json"), str(work / ".q.tmp")
     env, seq, before = dict(os.environ), 0, None
     made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    go, done = threading.Lock(), threading.Lock()
-    go.acquire()
-    done.acquire()
-
-    def syncer() -> None:
-        while True:
-            go.acquire()
-            if journal < 0:
-                return
-            os.fsync(journal)
-            done.release()
-
-    thread = threading.Thread(target=syncer, daemon=True)
-    thread.start()
-    busy = False
-
     def files(i: int) -> tuple[str, int, int]:
         log = str(work / f"{i:03d}_{jobs[i]['id']}.log")
         return (log, os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
@@ -201,10 +180,7 @@ def time_lean(n: int, folder: Path) -> float:
                                            (os.POSIX_SPAWN_DUP2, log_fd, 1),
                                            (os.POSIX_SPAWN_DUP2, log_fd, 2)])
         os.write(record, orjson.dumps({"key": job["started"], "pid": pid}) + b"\n")
-        if busy:
-            done.acquire()  # (the last fsync, over before the next begins)
-        go.release()
-        busy = True
+        os.fsync(journal)  # (as the job starts)
         made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # (while it runs)
         if i + 1 < n:
             ahead = files(i + 1)
@@ -219,15 +195,10 @@ def time_lean(n: int, folder: Path) -> float:
         os.close(record)
         os.close(log_fd)
         before = i
-    if busy:
-        done.acquire()
     os.fsync(journal)
     elapsed = time.perf_counter() - t0
     for fd in (made, journal, devnull):
         os.close(fd)
-    journal = -1
-    go.release()
-    thread.join()
     return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
 
 

@@ -358,16 +358,17 @@ class _Run:
     def _checked_ahead(self, job: Job) -> bool:
         """Whether ``job`` was prepared ahead and passes its checks now, before its claim:
         then nothing between its claim and its start waits for anything (no settings
-        to read, no check, no output folder to look at, no working folder), and the
-        claim keeps the edit lock until the start is written.  A job that fails its
+        to read, no check, no output folder to look at; its working folder is looked
+        at here), and the claim keeps the edit lock until the start is written.  A job that fails its
         checks here is checked again, and failed, in its turn as any other."""
         ahead = self._ahead
         self._checked_plan = None
-        if ahead is None or ahead.job is not job or ahead.folders or ahead.plan.cwd \
+        if ahead is None or ahead.job is not job or ahead.folders \
                 or self.writer is None or ahead.generation != self.writer.generation:
             return False
         try:
-            if any(p.is_error for p in ahead.spec.check(ahead.settings)):
+            if any(p.is_error for p in ahead.spec.check(ahead.settings)) \
+                    or ahead.plan.cwd and not os.path.isdir(ahead.plan.cwd):
                 return False
         except Exception:  # noqa: BLE001 — its turn says what is wrong with it
             return False

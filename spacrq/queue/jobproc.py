@@ -499,11 +499,17 @@ class ProcessRunner:
             ref = attempt.ref
             if self.control is not None and self.control.abort_requested():
                 outcome = self.supervisor.stop(ref, grace)
+                end = self._ended_by_itself(job, attempt, outcome)
+                if end is not None:
+                    return end  # (the queue stops after it: the abort is still asked)
                 _log(log_path, f"\n# aborted by the operator at {now_iso()}; the job's "
                                f"processes were {outcome} (grace {grace:g}s)\n")
                 raise JobCancelled(outcome)
             if deadline is not None and now >= deadline:
                 outcome = self.supervisor.stop(ref, grace)
+                end = self._ended_by_itself(job, attempt, outcome)
+                if end is not None:
+                    return end
                 _log(log_path, f"\n# timeout: still running after {job.timeout:g}s; the job's "
                                f"processes were {outcome}\n")
                 end = self._next(job, attempt, 2.0)  # its exit code, as the supervisor saw it
@@ -513,6 +519,21 @@ class ProcessRunner:
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()
+
+
+    def _ended_by_itself(self, job: Job, attempt: "_Attempt", outcome: str) -> dict | None:
+        """The job's own end when it had ended before it was to be stopped (``outcome``
+        "gone": it ended in the moment between the last look and the abort or timeout),
+        so what it did is recorded as it ended — a job that succeeded is never recorded
+        stopped, and run again."""
+        if outcome != "gone":
+            return None
+        deadline = time.monotonic() + 5.0
+        while not attempt.ended and time.monotonic() < deadline:
+            end = self._next(job, attempt, max(0.0, deadline - time.monotonic()))
+            if end is not None:
+                return end
+        return None
 
 
 def _stop_unended(starter: "Supervisor", ref: ProcessRef | None, attempt: "_Attempt",

@@ -380,10 +380,17 @@ def keep(runner: int, logs: str, since: float) -> int:
         if info is None:
             continue
         pid = info.si_pid
-        # While the runner lives, no job is this process's child: what ends is a leftover,
-        # reaped and forgotten, with no look at the records (a job's daemons may be many)
-        orphan = pid != runner and not (runner_alive and not _ended(runner))
-        identity = _identity(pid) if orphan else None  # (read before it is reaped)
+        identity = _identity(pid) if pid != runner else None  # (read before it is reaped)
+        # A child that ends while the runner still runs is mostly a job's leftover, reaped
+        # and forgotten.  But a job comes here too before its runner can be waited for
+        # when the runner dies thread by thread (the kernel hands a dying process's
+        # children on to this subreaper first), or when it was started through a process
+        # that ended: so one that leads a session of its own, as every job does (a job's
+        # daemons, which may be many, mostly do not), is looked up in the exit records,
+        # by its pid only — a "starting" line is matched only once the runner is gone.
+        running = runner_alive and not _ended(runner)
+        orphan = pid != runner and (not running or (identity is not None
+                                                    and identity[0] == pid))
         try:
             _, status, usage = os.wait4(pid, 0)
         except ChildProcessError:
@@ -400,7 +407,7 @@ def keep(runner: int, logs: str, since: float) -> int:
         # not written down, in an exit record of this keeper's (anything else left to it is
         # a job's own leftover, reaped and forgotten).
         starts, unnamed = open_starts(logs, me, since)
-        hit = starts.get(pid) or _match(unnamed, pid, identity)
+        hit = starts.get(pid) or (None if running else _match(unnamed, pid, identity))
         if hit is not None:
             record_end(hit[0], hit[1], _exit_code(status), int(usage.ru_maxrss), pid)
             stop_leftovers(pid, hit[0])

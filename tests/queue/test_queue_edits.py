@@ -251,18 +251,19 @@ def test_the_detached_runner_runs_the_edited_job(tmp_path):
     assert saved.find("next").settings == {"argv": ["touch", "new.ran"]}
 
 
-@pytest.mark.parametrize("in_folder", [False, True],
+@pytest.mark.parametrize("writes", [False, True],
                          ids=["its-checks-before-its-claim", "its-checks-after-its-claim"])
-def test_an_edit_never_waits_for_the_runner_checking_a_job(tmp_path, monkeypatch, in_folder):
+def test_an_edit_never_waits_for_the_runner_checking_a_job(tmp_path, monkeypatch, writes):
     """Checking a job may wait (its inputs or program on a share that hangs); the edit lock
     is not held meanwhile, so an add goes through at once.  A job prepared while the one
     before it ran is checked before its claim, which then keeps the lock only from there
-    to its start; one that is not (here: it has a working folder) is claimed, the lock let
-    go of, then checked."""
+    to its start; one that is not (here: it has output folders, looked at in its turn) is
+    claimed, the lock let go of, then checked."""
     from spacrq.modules import ModuleSpec
     from spacrq.queue.locks import EditLock
 
-    b = _cmd("b", cwd=str(tmp_path)) if in_folder else _cmd("b")
+    b = Job(module="command", id="b", settings={"argv": ["true"], "writes": [str(
+        tmp_path / "out")]}) if writes else _cmd("b", cwd=str(tmp_path))
     path = _queue(tmp_path, _cmd("a", ("sleep", "0.3")), b)
     checking, release = threading.Event(), threading.Event()
     real = ModuleSpec.check

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -263,10 +262,8 @@ def test_a_foreground_run_is_kept_and_a_killed_runners_job_is_recorded_not_rerun
 
 def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path, monkeypatch):
     """The journal's lines for a job's start (and the last job's end) are written before
-    the job starts — a runner killed at the start loses nothing — and fsync'd while it
-    runs: the fsync that covers them comes after the start, not as a wait before it; one
-    runs at a time, so it is over by the time the job after it has started and begins its
-    own, however slow the disk."""
+    the job starts — a runner killed at the start loses nothing — and fsync'd as it starts:
+    the fsync that covers them is the first thing after the start, not a wait before it."""
     from spacrq.queue import journal as journal_mod, supervise as supervise_mod
     queue = Queue(name="night")
     for i in range(4):
@@ -288,16 +285,11 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
 
     def fsync(fd):
         try:
-            ours = os.path.samefile(f"/proc/self/fd/{fd}", journal_file)
+            if os.path.samefile(f"/proc/self/fd/{fd}", journal_file):
+                events.append(("fsync", os.fstat(fd).st_size))
         except OSError:
-            ours = False
-        if not ours:
-            return real_fsync(fd)
-        size = os.fstat(fd).st_size
-        events.append(("fsync", size))
-        time.sleep(0.02)  # (a slow disk: the next fsync must still wait for it to be over)
-        real_fsync(fd)
-        events.append(("synced", size))
+            pass
+        return real_fsync(fd)
 
     monkeypatch.setattr(supervise_mod, "_spawn", spawn)
     monkeypatch.setattr(journal_mod.os, "fsync", fsync)
@@ -306,15 +298,11 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
     assert result.ok
     starts = [i for i, (what, _) in enumerate(events) if what.startswith("start:")]
     assert [events[i][0] for i in starts] == [f"start:j{i}" for i in range(4)]
-    for n, at in enumerate(starts):
+    for at in starts:
         written = events[at][1]
         before = [size for what, size in events[:at] if what == "fsync"]
         assert not before or before[-1] < written, events  # not waited for before the start
-        upto = starts[n + 2] if n + 2 < len(starts) else len(events)
-        assert any(what == "synced" and size >= written  # durable by the job after's start
-                   for what, size in events[at + 1:upto]), events
-    syncs = [what for what, _ in events if what in ("fsync", "synced")]
-    assert syncs == ["fsync", "synced"] * (len(syncs) // 2), events  # one at a time
+        assert events[at + 1][0] == "fsync" and events[at + 1][1] >= written, events
 
 
 def test_the_runner_under_a_keeper_still_hears_ctrl_c(tmp_path):
@@ -348,6 +336,35 @@ def test_a_job_its_runner_never_named_is_named_and_recorded_by_the_keeper(tmp_pa
     assert named["named_by"] == "keeper" and psutil.Process(named["pid"]).is_running()
     assert proc.wait(timeout=30) == 128 + signal.SIGKILL
     assert [(e["exit_code"], e["pid"]) for e in _ends(tmp_path)] == [(4, named["pid"])]
+
+
+def test_a_job_that_comes_to_the_keeper_while_its_runner_lives_is_recorded(tmp_path):
+    """A job can become the keeper's child before its runner can be waited for: a runner
+    dying thread by thread hands its jobs to the keeper first (seen in 6 of 48 SIGKILLs
+    of a runner with a second thread), as a job started through a process that ended at
+    once does here.  Its end is written down, never taken for a leftover and forgotten
+    (its runner could not see it: it is no longer its child, and resume would run it
+    again)."""
+    logs = tmp_path / "night_logs"
+    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    spawn = ("import os; print(os.posix_spawn('/bin/sh', ['/bin/sh', '-c', 'sleep 0.5; "
+             "exit 4'], dict(os.environ), setsid=True))")
+    code = textwrap.dedent(f"""
+        import json, os, subprocess, sys, time
+        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        pid = int(subprocess.run([sys.executable, "-c", {spawn!r}], capture_output=True,
+                                 text=True, check=True).stdout)
+        with open({record!r}, "a") as out:
+            out.write(json.dumps({{"key": "k1", "job": "job", "pid": pid,
+                                  "started": time.time(),
+                                  "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
+        deadline = time.monotonic() + 10  # (the runner lives on until its job is written down)
+        while '"exit_code"' not in open({record!r}).read() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    """)
+    proc = _keep(tmp_path, code)
+    assert proc.wait(timeout=30) == 0
+    assert [(e["exit_code"], e["recorded_by"]) for e in _ends(tmp_path)] == [(4, "keeper")]
 
 
 def test_what_a_dead_runners_job_left_in_its_group_is_stopped(tmp_path, monkeypatch):

@@ -155,6 +155,66 @@ def test_abort_kills_a_job_that_ignores_sigterm_after_the_grace(tmp_path, monkey
     assert "were killed" in Path(jobs[0].log_path).read_text()
 
 
+@pytest.mark.parametrize("starter", ["direct", "supervisor"])
+@pytest.mark.parametrize("asked", ["abort", "timeout"])
+def test_a_job_that_ended_by_itself_as_it_was_to_be_stopped_keeps_its_own_end(tmp_path, starter,
+                                                                               asked, monkeypatch):
+    """An abort (or the job's timeout) that comes the moment after the job ended by itself
+    finds nothing to stop: the job is recorded as it ended (here, a success), never as
+    stopped — resume would run it again — and an abort then stops the queue after it."""
+    import psutil
+
+    from spacrq.queue.control import ABORT, Control
+    from spacrq.queue.direct import DirectStarter
+    from spacrq.queue.jobproc import Supervisor
+
+    pid_file = tmp_path / "job.pid"
+
+    def job_ended() -> bool:
+        try:
+            return psutil.Process(pid_in(pid_file)).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    class LateAbort(Control):
+        """The operator's abort, arriving just after the job ended."""
+        asked = False
+
+        def abort_requested(self) -> bool:
+            wait_until(lambda: pid_file.exists() and pid_in(pid_file) and job_ended(),
+                       what="the job to end by itself")
+            self.asked = True
+            return True
+
+        def request(self):
+            return ABORT if self.asked else None
+
+    if asked == "abort":
+        first = _sh("first", f"echo $$ > {pid_file}; sleep 0.2")
+        control = LateAbort(None)
+    else:  # (its timeout falls due as it ends)
+        first = _sh("first", f"echo $$ > {pid_file}; sleep 0.2", timeout=0.05)
+        control = None
+    queue, path = _save(tmp_path, first, _sh("second", "true"))
+    supervisor = DirectStarter(keeper=os.getppid()) if starter == "direct" else Supervisor()
+    if asked == "timeout":  # (its timeout is looked at once it was named: named as it ends)
+        from spacrq.queue import jobproc
+        real = jobproc.ProcessRunner._named
+
+        def named_late(self, job, attempt, ref):
+            wait_until(lambda: pid_file.exists() and pid_in(pid_file) and job_ended(),
+                       what="the job to end by itself")
+            return real(self, job, attempt, ref)
+        monkeypatch.setattr(jobproc.ProcessRunner, "_named", named_late)
+    result = run_queue(queue, path, supervisor=supervisor, control=control)
+    jobs = load_queue(path).jobs
+    assert (jobs[0].status, jobs[0].exit_code) == ("success", 0), jobs[0].error
+    if asked == "abort":
+        assert jobs[1].status == "not_run" and "aborted" in result.stopped_reason
+    else:
+        assert jobs[1].status == "success"
+
+
 def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
     queue, path = _save(tmp_path, _sh("first", "echo run >> first.runs", cwd=str(tmp_path)),
                         _sh("long", "echo run >> long.runs; echo $$ > long.pid; "
