@@ -256,7 +256,8 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
         raise CliError(str(exc).replace("\n", "\n  ")) from None
     if live.enabled:  # the summary once the live lines are done drawing
         print(result.summary())
-    return 0 if result.ok else 1
+    # (a file that could not be saved does not show what ran: a morning script must notice)
+    return 0 if result.ok and not result.save_problem else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -137,6 +137,22 @@ class DirectStarter:
     def warm(self) -> None:
         pass
 
+    @staticmethod
+    def _open_record(record: str, log: str, log_fd: int) -> int:
+        """The job's exit record opened, or -1 — said once, in the job's log and the
+        runner's: the job still runs, but a runner that dies while it runs leaves an
+        outcome nobody can tell, and resume runs the job again."""
+        try:
+            return supervise.open_append(record)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        text = (f"its exit record {record} cannot be written ({why}): the job runs, but if "
+                "the runner dies meanwhile its outcome is unknown and resume runs it again; "
+                "move what is in the record's place away (spacrq makes it again)")
+        supervise._note(log, f"# spacrq: {text}\n", log_fd)
+        print(f"spacrq: job {os.path.basename(log)[:-4]}: {text}", file=sys.stderr, flush=True)
+        return -1
+
     # -- the next job's files, opened ahead -------------------------------------------------
     def open_ahead(self, log: str, record: str) -> None:
         """Open the next job's log and exit record now, while the job at hand runs, so
@@ -230,12 +246,14 @@ class DirectStarter:
         if not problem:
             # "starting" first: a runner that dies between the spawn and the start's line
             # below leaves a job its keeper still knows (see spacrq.queue.keeper._match)
-            record_fd = opened[1] if opened else supervise._open_append(record)
+            record_fd = opened[1] if opened else self._open_record(record, log, log_fd)
             opened = None
-            supervise._record(record, dict(base, starting=time.time(), supervisor=self.keeper,
-                                           before=request.get("before") or {},
-                                           folders=request.get("folders") or []),
-                              False, record_fd)
+            if record_fd >= 0:
+                supervise._record(record, dict(base, starting=time.time(),
+                                               supervisor=self.keeper,
+                                               before=request.get("before") or {},
+                                               folders=request.get("folders") or []),
+                                  False, record_fd)
             handle, problem = supervise.start(request, log_fd, cwd, env)
         if handle is None:
             if log_fd >= 0:
@@ -252,10 +270,12 @@ class DirectStarter:
         started = time.time()
         # The start first: a runner that dies from here on leaves a job its keeper records
         # (and the next runner adopts), never one run again.
-        supervise._record(record, dict(base, pid=handle.pid, started=started,
-                                       supervisor=self.keeper,
-                                       before=request.get("before") or {},
-                                       folders=request.get("folders") or []), False, record_fd)
+        if record_fd >= 0:
+            supervise._record(record, dict(base, pid=handle.pid, started=started,
+                                           supervisor=self.keeper,
+                                           before=request.get("before") or {},
+                                           folders=request.get("folders") or []),
+                              False, record_fd)
         try:
             pidfd = os.pidfd_open(handle.pid)
         except (AttributeError, OSError):
@@ -394,9 +414,10 @@ class DirectStarter:
         if self._reaped is None:
             return
         (job, maxrss), self._reaped = self._reaped, None
-        supervise._record(job.record, {"key": job.key, "job": job.job, "exit_code": job.code,
-                                       "finished": job.finished, **_peak_of(maxrss)},
-                          False, job.record_fd)
+        if job.record_fd >= 0:  # (one that could not be opened was said in the job's log)
+            supervise._record(job.record, {"key": job.key, "job": job.job,
+                                           "exit_code": job.code, "finished": job.finished,
+                                           **_peak_of(maxrss)}, False, job.record_fd)
         _close(job.pidfd, job.record_fd, job.log_fd)
 
     def close(self, timeout: float = 30.0) -> None:

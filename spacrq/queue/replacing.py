@@ -25,6 +25,7 @@ the file serves, and the file's mode is looked up once.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -80,7 +81,20 @@ class QuickReplacer:
         return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
 
     def write(self, data: bytes) -> None:
-        """:raises OSError: the file could not be replaced (it is as it was)."""
+        """:raises OSError: the file could not be replaced (it is as it was).
+
+        A full disk is tried once more after letting go of the replaced files kept open:
+        their blocks are the runner's own, and a burst of short jobs on a nearly full
+        disk must not fail its saves for the space it holds itself."""
+        try:
+            self._write(data)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or len(self._held) <= 1:
+                raise
+            self.tidy()
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         fd, self._ready = self._ready, -1
         if fd >= 0 and not self._still_ours(fd):
             os.close(fd)

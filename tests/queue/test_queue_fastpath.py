@@ -202,6 +202,33 @@ def test_a_temporary_file_made_ahead_is_never_written_through_a_link_put_in_its_
     assert len(os.listdir("/proc/self/fd")) == open_before
 
 
+def test_a_full_disk_is_tried_again_once_the_old_files_kept_open_are_let_go_of(tmp_path,
+                                                                             monkeypatch):
+    """The replaced files a burst of short jobs keeps open hold their blocks: on a disk
+    that is full, the replace lets go of them and tries again, so the runner's own
+    leftovers never fail its saves (a disk freed meanwhile was still full for it)."""
+    import errno
+    path = tmp_path / "q.queue.json"
+    path.write_text("old")
+    replacer = QuickReplacer(path)
+    real_write = os.write
+
+    def write(fd, data):  # (the disk is full while more than one old file is kept)
+        if len(replacer._held) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    try:
+        for i in range(5):
+            replacer.write(b"%d" % i)
+        monkeypatch.setattr(os, "write", write)
+        replacer.write(b"after")
+        monkeypatch.undo()
+        assert path.read_bytes() == b"after" and len(replacer._held) == 2  # (it, and the last)
+    finally:
+        replacer.close()
+
+
 def test_a_burst_of_replaces_keeps_a_bounded_number_of_old_files_open(tmp_path):
     """Old files are let go of when a job ran a while (tidy); a burst of quick jobs keeps
     at most KEEP of them, however long it is."""

@@ -61,6 +61,22 @@ def test_a_folder_in_the_files_place_never_ends_the_night(tmp_path, capfd):
     assert "could not write" in capfd.readouterr().err  # said in the runner's log
 
 
+def test_queue_run_exits_1_when_the_file_could_not_be_saved_though_every_job_ran(tmp_path,
+                                                                                capsys):
+    """A morning script checks the exit code: a file that does not show what ran (here a
+    folder was put in its place) is not a clean night, whatever the jobs did."""
+    from spacrq.cli import main
+    path = tmp_path / "night.queue.json"
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="swap", settings={"argv": [
+        "sh", "-c", f"rm {path} && mkdir {path}"]}))
+    queue.add(Job(module="command", id="after", settings={"argv": ["true"]}))
+    save_queue(queue, path)
+    assert main(["queue", "run", str(path)]) == 1
+    out = capsys.readouterr()
+    assert "saving failed" in out.out + out.err and "Traceback" not in out.err
+
+
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO])
 def test_a_failing_disk_for_a_while_loses_nothing_once_it_clears(tmp_path, monkeypatch, capfd,
                                                                  code):
@@ -117,6 +133,25 @@ def test_a_job_log_that_cannot_be_written_fails_that_job_only(tmp_path):
     first, second = queue.jobs
     assert first.status == "failed" and "could not open its log" in first.error
     assert second.status == "success" and not result.ok
+
+
+def test_an_exit_record_that_cannot_be_written_is_said_once_in_the_jobs_log(tmp_path, capfd):
+    """A link (or a folder, a FIFO) where a job's exit record goes: the job still runs, and
+    its log and the runner's say once — not at each line — that a runner dying meanwhile
+    would leave its outcome unknown; nothing is written through the link."""
+    from spacrq.queue.direct import DirectStarter
+    queue, path = _queue(tmp_path, n=2)
+    logs = logs_dir(path)
+    logs.mkdir()
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    (logs / "01_j0.exit.jsonl").symlink_to(outside)
+    result = run_queue(queue, path, supervisor=DirectStarter(keeper=os.getppid()))
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
+    assert outside.read_text() == ""
+    assert "its exit record" in (logs / "01_j0.log").read_text()
+    err = capfd.readouterr().err
+    assert err.count("01_j0.exit.jsonl") == 1, err
 
 
 def test_a_stamp_that_cannot_be_written_is_a_note(tmp_path):
