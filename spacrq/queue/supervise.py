@@ -346,7 +346,8 @@ def open_log(request: dict, fd: int = -1) -> tuple[int, str | None, str]:
         try:
             fd = open_append(log)
         except OSError as exc:
-            return -1, cwd, f"could not open its log {log} ({exc.strerror or exc})"
+            return -1, cwd, (f"could not open its log {log} ({exc.strerror or exc}); make the "
+                             "logs folder writable, or move what is in the log's place away")
     header = request.get("header")
     if isinstance(header, str) and header:
         try:
