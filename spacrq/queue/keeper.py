@@ -16,7 +16,13 @@ process, the runner's parent:
   record (``NN_job.exit.jsonl``, which names this process as the job's
   ``supervisor``) and appends the job's end to it, durably, with a line in
   the job's log; ``spacrq queue resume`` then records that outcome, or adopts
-  the job while it still runs, and never runs it again.
+  the job while it still runs, and never runs it again;
+* a job its runner died too soon to write down by pid is found by its
+  ``starting`` line (it leads its own session and started just after it),
+  waited for a moment if it does not lead its session yet (a job with a
+  working folder changes folder first), and a runner killed with a second
+  thread — which hands its jobs on before it can be waited for — counts as
+  ended from that moment.
 
 It starts the runner (``python -m spacrq.queue.keeper --logs FOLDER -- RUNNER
 ARGV…``), passes SIGTERM and SIGHUP on to it (SIGINT reaches the runner's
@@ -363,6 +369,41 @@ def _ours(pid: int) -> bool:
     return True
 
 
+#: How long after its runner died the keeper waits for a job the runner had just started to
+#: lead its session (a job started with a working folder changes folder first), so that it
+#: is named and recorded rather than run again.
+NAMING_WAIT = 30.0
+#: ``PF_EXITING`` in a process's ``/proc/PID/stat`` flags: it is being torn down.
+_PF_EXITING = 0x4
+
+
+def _dying(pid: int) -> bool:
+    """Whether the process ``pid`` is dying but cannot be waited for yet: its main thread
+    ended (a zombie) or is ending while its other threads still run.  A runner killed with
+    a second thread (numpy's, once it imported numpy) is such a process for a moment, and
+    the kernel hands its jobs on to this keeper in that moment."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _unsettled(unnamed: list[tuple[str, dict]], me: int, runner: int) -> bool:
+    """Whether a child of this keeper may be the job of an unnamed "starting" line but does
+    not lead its own session yet (see :data:`NAMING_WAIT`)."""
+    if not unnamed:
+        return False
+    for pid in _children(me):
+        identity = None if pid == runner else _identity(pid)
+        if identity is not None and identity[0] != pid and any(
+                line["starting"] - 1.0 <= identity[1] <= line["starting"] + 30.0
+                for _, line in unnamed):
+            return True
+    return False
+
+
 def keep(runner: int, logs: str, since: float) -> int:
     """Reap the children until the runner ended and no job it left is still running,
     recording the jobs a dead runner left; the runner's exit code (``128 + signal`` when a
@@ -370,27 +411,36 @@ def keep(runner: int, logs: str, since: float) -> int:
     code = 1
     me = os.getpid()
     runner_alive = True
+    naming_until = 0.0
     while True:
-        if not runner_alive and not any(_ours(pid) for pid in open_starts(logs, me, since)[0]):
-            return code
+        unsettled = False
+        if not runner_alive:
+            starts, unnamed = open_starts(logs, me, since)
+            if not any(_ours(pid) for pid in starts) and unnamed \
+                    and time.monotonic() < naming_until:
+                name_orphans(logs, me, since, runner)  # (a job that now leads its session)
+                starts, unnamed = open_starts(logs, me, since)
+            if not any(_ours(pid) for pid in starts):
+                unsettled = time.monotonic() < naming_until and _unsettled(unnamed, me, runner)
+                if not unsettled:
+                    return code
         try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT
+                             | (os.WNOHANG if unsettled else 0))
         except ChildProcessError:
             return code
-        if info is None:
+        if info is None or not info.si_pid:
+            if unsettled:
+                time.sleep(0.02)
             continue
         pid = info.si_pid
-        identity = _identity(pid) if pid != runner else None  # (read before it is reaped)
-        # A child that ends while the runner still runs is mostly a job's leftover, reaped
-        # and forgotten.  But a job comes here too before its runner can be waited for
-        # when the runner dies thread by thread (the kernel hands a dying process's
-        # children on to this subreaper first), or when it was started through a process
-        # that ended: so one that leads a session of its own, as every job does (a job's
-        # daemons, which may be many, mostly do not), is looked up in the exit records,
-        # by its pid only — a "starting" line is matched only once the runner is gone.
-        running = runner_alive and not _ended(runner)
-        orphan = pid != runner and (not running or (identity is not None
-                                                    and identity[0] == pid))
+        # While the runner runs, no job is this process's child: what ends is a leftover,
+        # reaped and forgotten with no look at the records (a job's daemons may be many).
+        # A runner that is dying but cannot be waited for yet (killed with a second
+        # thread) has handed its jobs on already: it counts as ended.
+        running = runner_alive and not _ended(runner) and not _dying(runner)
+        orphan = pid != runner and not running
+        identity = _identity(pid) if orphan else None  # (read before it is reaped)
         try:
             _, status, usage = os.wait4(pid, 0)
         except ChildProcessError:
@@ -399,6 +449,7 @@ def keep(runner: int, logs: str, since: float) -> int:
             ended = _exit_code(status)
             code = 128 - ended if ended < 0 else ended
             runner_alive = False
+            naming_until = time.monotonic() + NAMING_WAIT
             name_orphans(logs, me, since, runner)
             continue
         if not orphan:
@@ -407,7 +458,7 @@ def keep(runner: int, logs: str, since: float) -> int:
         # not written down, in an exit record of this keeper's (anything else left to it is
         # a job's own leftover, reaped and forgotten).
         starts, unnamed = open_starts(logs, me, since)
-        hit = starts.get(pid) or (None if running else _match(unnamed, pid, identity))
+        hit = starts.get(pid) or _match(unnamed, pid, identity)
         if hit is not None:
             record_end(hit[0], hit[1], _exit_code(status), int(usage.ru_maxrss), pid)
             stop_leftovers(pid, hit[0])

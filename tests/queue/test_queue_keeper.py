@@ -338,33 +338,77 @@ def test_a_job_its_runner_never_named_is_named_and_recorded_by_the_keeper(tmp_pa
     assert [(e["exit_code"], e["pid"]) for e in _ends(tmp_path)] == [(4, named["pid"])]
 
 
-def test_a_job_that_comes_to_the_keeper_while_its_runner_lives_is_recorded(tmp_path):
-    """A job can become the keeper's child before its runner can be waited for: a runner
-    dying thread by thread hands its jobs to the keeper first (seen in 6 of 48 SIGKILLs
-    of a runner with a second thread), as a job started through a process that ended at
-    once does here.  Its end is written down, never taken for a leftover and forgotten
-    (its runner could not see it: it is no longer its child, and resume would run it
-    again)."""
+def test_a_process_whose_main_thread_ended_while_another_runs_is_dying(tmp_path):
+    """A runner killed with a second thread is, for a moment, such a process — it cannot be
+    waited for yet, and its jobs are already the keeper's — and a live one is not."""
+    code = ("import ctypes, threading, time, os\n"
+            "threading.Thread(target=lambda: (time.sleep(30), os._exit(0))).start()\n"
+            "time.sleep(0.1)\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        assert not keeper._dying(os.getpid())
+        wait_until(lambda: keeper._dying(proc.pid), what="its main thread to end")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["its-pid-written", "only-its-starting"])
+def test_a_job_that_ended_as_its_runner_died_thread_by_thread_is_recorded(tmp_path, named):
+    """A runner with a second thread (numpy's) that is killed hands its jobs to the keeper
+    before it can itself be waited for: a job that had ended is written down then — by
+    its pid, or by its "starting" line when its runner died before writing the pid —
+    never taken for a leftover and forgotten (resume would run it again)."""
     logs = tmp_path / "night_logs"
     record = str(logs / f"01_job{EXIT_SUFFIX}")
-    spawn = ("import os; print(os.posix_spawn('/bin/sh', ['/bin/sh', '-c', 'sleep 1; exit 4'], "
-             "dict(os.environ), setsid=True, file_actions=[(os.POSIX_SPAWN_OPEN, fd, "
-             "os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]))")  # (not the pipe read here)
+    pid_line = ('out.write(json.dumps({"key": "k1", "job": "job", "pid": pid, "started": '
+                'time.time(), "supervisor": keeper}) + "\\n")') if named else "pass"
     code = textwrap.dedent(f"""
-        import json, os, subprocess, sys, time
+        import ctypes, json, os, threading, time
+        keeper = int(os.environ["{keeper.KEEPER_ENV}"])
         open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
-        pid = int(subprocess.run([sys.executable, "-c", {spawn!r}], capture_output=True,
-                                 text=True, check=True).stdout)
         with open({record!r}, "a") as out:
-            out.write(json.dumps({{"key": "k1", "job": "job", "pid": pid,
-                                  "started": time.time(),
-                                  "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
-        deadline = time.monotonic() + 10  # (the runner lives on until its job is written down)
-        while '"exit_code"' not in open({record!r}).read() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+                                  "supervisor": keeper}}) + "\\n")
+            pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "exit 4"], dict(os.environ),
+                                 setsid=True)
+            {pid_line}
+
+        def end_of_the_runner():  # once the job ended (a zombie no runner thread will reap)
+            while open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                time.sleep(0.01)
+            os._exit(0)
+        threading.Thread(target=end_of_the_runner).start()
+        ctypes.CDLL(None).pthread_exit(None)  # the main thread ends first, as it may when killed
     """)
     proc = _keep(tmp_path, code)
     assert proc.wait(timeout=30) == 0
+    assert [(e["exit_code"], e["recorded_by"]) for e in _ends(tmp_path)] == [(4, "keeper")]
+
+
+def test_a_job_that_does_not_lead_its_session_yet_when_its_runner_dies_is_named(tmp_path):
+    """A job started with a working folder changes folder before it leads its own session;
+    a runner killed in between leaves a job the keeper cannot name at once.  The keeper
+    waits for it to lead its session, names it and records its end, instead of ending and
+    leaving it to run unrecorded (resume would run it again)."""
+    logs = tmp_path / "night_logs"
+    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    job = "import os, time; time.sleep(0.5); os.setsid(); time.sleep(0.5); os._exit(4)"
+    code = textwrap.dedent(f"""
+        import json, os, signal, sys, time
+        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        with open({record!r}, "a") as out:
+            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+                                  "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
+        os.posix_spawn(sys.executable, [sys.executable, "-c", {job!r}], dict(os.environ))
+        os.kill(os.getpid(), signal.SIGKILL)  # (before the job leads its session)
+    """)
+    proc = _keep(tmp_path, code)
+    assert proc.wait(timeout=60) == 128 + signal.SIGKILL
+    lines = read_jsonl(record)
+    assert [ln.get("named_by") for ln in lines if "pid" in ln and "exit_code" not in ln] == [
+        "keeper"]
     assert [(e["exit_code"], e["recorded_by"]) for e in _ends(tmp_path)] == [(4, "keeper")]
 
 
