@@ -17,8 +17,10 @@ For each queue size N it times, wall clock, in one run:
   its jobs as its own children under its keeper, which records any a dead
   runner left), in both persistence modes, each forced at both sizes:
   ``file`` (every transition written to the journal before the job it
-  concerns starts and fsync'd as that job starts, and the queue file replaced
-  atomically at every job so it is current: the default up to 500 jobs) and ``journal`` (the same fsync'd
+  concerns starts and fsync'd as that job starts — on the runner's fsync
+  thread, one at a time, so a job's transitions are durable by the time the
+  job after it started — and the queue file replaced atomically at every job
+  so it is current: the default up to 500 jobs) and ``journal`` (the same fsync'd
   journal, the file replaced only at checkpoints: the default above);
 * ``tsp``     — Debian's task-spooler (``/usr/bin/tsp``, private
   ``TS_SOCKET``, one slot): N ``tsp true`` enqueues then ``tsp -w`` for the
@@ -34,7 +36,8 @@ comparison under the same load.
 
 A ``lean loop`` is timed beside it: the per-job system calls of the runner's
 design — jobs as its own children under a subreaper keeper, the next job's
-files opened while a job runs, every durability of file mode kept — in a bare
+files opened while a job runs, every durability of file mode kept (its fsync
+made in the loop, where the runner overlaps it on a thread) — in a bare
 loop with none of the runner's bookkeeping (see
 :func:`time_lean`): what is left between it and ``file`` is the runner's
 Python.

@@ -8,6 +8,7 @@ never folded into the file, so one bad line costs only itself.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -200,6 +201,7 @@ class Journal:
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                            | getattr(os, "O_NOFOLLOW", 0), 0o644)
         self._unsynced = False
+        self._syncer: _Syncer | None = None  # the thread of flush_behind, once used
         self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is
 
     def _append(self, record: dict, sync: bool = True) -> None:
@@ -224,10 +226,42 @@ class Journal:
             return False
 
     def flush(self) -> None:
-        """Make every line written so far durable (one fsync covers them all)."""
+        """Make every line written so far durable (one fsync covers them all); an fsync
+        :meth:`flush_behind` started is waited for first.
+
+        :raises OSError: this fsync, or the one started behind, failed.
+        """
+        self._await()
         if self.durable and self._unsynced and self._fd >= 0:
             os.fsync(self._fd)
         self._unsynced = False
+
+    def flush_behind(self) -> None:
+        """Start making every line written so far durable without waiting for it: the fsync
+        runs on the journal's own thread (which holds no lock of the interpreter's while
+        the disk works), and the runner goes on with the job it just started.  One is in
+        flight at most: the next :meth:`flush_behind`, :meth:`flush`, :meth:`checkpoint`
+        or :meth:`close` waits for it, and raises its OSError if it failed.
+
+        :raises OSError: the fsync started behind before this one failed.
+        """
+        self._await()
+        if not (self.durable and self._unsynced and self._fd >= 0):
+            self._unsynced = False
+            return
+        if self._syncer is None:
+            self._syncer = _Syncer(self._fd)
+        self._syncer.begin()
+        self._unsynced = False  # (once it completes; a failure is raised when it is awaited)
+
+    def synced_behind(self) -> None:
+        """Without waiting: raise the OSError of an fsync started behind that failed."""
+        if self._syncer is not None:
+            self._syncer.wait(block=False)
+
+    def _await(self) -> None:
+        if self._syncer is not None:
+            self._syncer.wait()
 
     def job(self, job: Job, fields, sync: bool = True) -> None:
         """Persist the current values of ``fields`` of ``job``."""
@@ -235,6 +269,10 @@ class Journal:
 
     def checkpoint(self, parts: list[bytes] | None = None) -> None:
         """Write the whole queue file (atomically, durably), then start the journal afresh."""
+        try:
+            self._await()
+        except OSError:  # (the lines it covered are in the file written now, durably)
+            pass
         self.queue.journal_seq = self.seq
         write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
         os.ftruncate(self._fd, 0)
@@ -247,5 +285,62 @@ class Journal:
                 self.flush()
             except OSError:
                 pass
+            if self._syncer is not None:
+                self._syncer.stop()
+                self._syncer = None
             os.close(self._fd)
             self._fd = -1
+
+
+class _Syncer:
+    """The thread that fsyncs a journal behind the runner (see :meth:`Journal.flush_behind`):
+    one fsync at a time, asked for with :meth:`begin` and awaited with :meth:`wait`."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._go = threading.Lock()
+        self._go.acquire()  # released: one fsync asked for (or the end)
+        self._done = threading.Lock()
+        self._done.acquire()  # released: that fsync is over
+        self._busy = False  # an fsync asked for and not yet awaited
+        self._error: OSError | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="spacrq-journal-fsync",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._stopping:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._error = exc
+            self._done.release()
+
+    def begin(self) -> None:
+        self._busy = True
+        self._go.release()
+
+    def wait(self, block: bool = True) -> None:
+        """Wait for the fsync asked for (``block=False``: only if it is over already).
+
+        :raises OSError: it failed (once: the error is taken).
+        """
+        if not self._busy or not self._done.acquire(block):
+            return
+        self._busy = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def stop(self) -> None:
+        try:
+            self.wait()
+        except OSError:
+            pass
+        self._stopping = True
+        self._go.release()
+        self._thread.join()

@@ -128,11 +128,14 @@ class QueueWriter:
         the runner calls once the next job was started: its lines are written
         (so a runner killed from here on loses nothing: they are in the
         kernel's cache, which any reader sees), and the fsync — only a power cut
-        or a kernel crash needs it — overlaps the job's start instead of
-        delaying it.  A power cut before it completes loses the two transitions
-        it covers, as one during the fsync itself would: the job that ended is
-        then run again, and the one that started (killed by the same power
-        cut) run afresh.
+        or a kernel crash needs it — runs on the journal's own thread
+        (:meth:`Journal.flush_behind`) while the job and the runner go on, instead
+        of delaying either: a slow disk slows the fsyncs, not the night.  One runs
+        at a time (the next job's waits for it), so a job's transitions are
+        durable by the time the job after it has started.  A power cut before it
+        completes loses the transitions it covers, as one during the fsync
+        itself would: the job that ended is then run again, and the one that
+        started (killed by the same power cut) run afresh.
 
         One fsync of the journal makes the transitions durable; in ``"file"``
         mode the file is replaced first (atomically, without an fsync of its
@@ -169,7 +172,7 @@ class QueueWriter:
         if self.journal is None:
             return
         try:
-            self.journal.flush()
+            self.journal.flush_behind()  # (the runner goes on; the next one waits for it)
         except OSError as exc:
             self._failed(exc, "sync the journal")
 
@@ -327,6 +330,11 @@ class QueueWriter:
             self._replacer.tidy()
         except OSError:
             pass
+        if self.journal is not None:
+            try:
+                self.journal.synced_behind()
+            except OSError as exc:
+                self._failed(exc, "sync the journal")
 
     def final_problem(self) -> str:
         """'' when the file holds the final state; else where the state is (a rescue copy)."""

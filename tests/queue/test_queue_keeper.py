@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
@@ -262,8 +263,10 @@ def test_a_foreground_run_is_kept_and_a_killed_runners_job_is_recorded_not_rerun
 
 def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path, monkeypatch):
     """The journal's lines for a job's start (and the last job's end) are written before
-    the job starts — a runner killed at the start loses nothing — and fsync'd as it starts:
-    the fsync that covers them is the first thing after the start, not a wait before it."""
+    the job starts — a runner killed at the start loses nothing — and fsync'd while it
+    runs: the fsync that covers them comes after the start, not as a wait before it; one
+    runs at a time, so it is over by the time the job after it has started and begins its
+    own, however slow the disk."""
     from spacrq.queue import journal as journal_mod, supervise as supervise_mod
     queue = Queue(name="night")
     for i in range(4):
@@ -285,11 +288,16 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
 
     def fsync(fd):
         try:
-            if os.path.samefile(f"/proc/self/fd/{fd}", journal_file):
-                events.append(("fsync", os.fstat(fd).st_size))
+            ours = os.path.samefile(f"/proc/self/fd/{fd}", journal_file)
         except OSError:
-            pass
-        return real_fsync(fd)
+            ours = False
+        if not ours:
+            return real_fsync(fd)
+        size = os.fstat(fd).st_size
+        events.append(("fsync", size))
+        time.sleep(0.02)  # (a slow disk: the next fsync must still wait for it to be over)
+        real_fsync(fd)
+        events.append(("synced", size))
 
     monkeypatch.setattr(supervise_mod, "_spawn", spawn)
     monkeypatch.setattr(journal_mod.os, "fsync", fsync)
@@ -298,11 +306,15 @@ def test_each_transitions_fsync_overlaps_the_start_of_the_job_it_covers(tmp_path
     assert result.ok
     starts = [i for i, (what, _) in enumerate(events) if what.startswith("start:")]
     assert [events[i][0] for i in starts] == [f"start:j{i}" for i in range(4)]
-    for at in starts:
+    for n, at in enumerate(starts):
         written = events[at][1]
         before = [size for what, size in events[:at] if what == "fsync"]
         assert not before or before[-1] < written, events  # not waited for before the start
-        assert events[at + 1][0] == "fsync" and events[at + 1][1] >= written, events
+        upto = starts[n + 2] if n + 2 < len(starts) else len(events)
+        assert any(what == "synced" and size >= written  # durable by the job after's start
+                   for what, size in events[at + 1:upto]), events
+    syncs = [what for what, _ in events if what in ("fsync", "synced")]
+    assert syncs == ["fsync", "synced"] * (len(syncs) // 2), events  # one at a time
 
 
 def test_the_runner_under_a_keeper_still_hears_ctrl_c(tmp_path):

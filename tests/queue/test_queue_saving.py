@@ -61,6 +61,31 @@ def test_a_folder_in_the_files_place_never_ends_the_night(tmp_path, capfd):
     assert "could not write" in capfd.readouterr().err  # said in the runner's log
 
 
+def test_fsyncs_that_fail_behind_the_runner_never_keep_the_last_save_from_the_file(tmp_path,
+                                                                                  monkeypatch):
+    """The journal's fsync runs on its own thread; when those fail (EIO), every failure is
+    a save problem said like any other, and the file itself is still written at the end,
+    durably, with every job's end: what a reader of the file alone sees is the truth."""
+    import threading
+    queue, path = _queue(tmp_path, n=4)
+    real_fsync = os.fsync
+    failed = []
+
+    def fsync(fd):
+        if threading.current_thread().name == "spacrq-journal-fsync":
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = run_queue(queue, path, runner=ok_runner(), persistence="file")
+    monkeypatch.undo()
+    assert failed and result.ok and not result.save_problem
+    assert any("Input/output error" in n for n in result.notes)
+    on_disk = json.loads(path.read_text())  # (the file alone, no journal replayed)
+    assert [j["status"] for j in on_disk["jobs"]] == ["success"] * 4
+
+
 def test_queue_run_exits_1_when_the_file_could_not_be_saved_though_every_job_ran(tmp_path,
                                                                                 capsys):
     """A morning script checks the exit code: a file that does not show what ran (here a
