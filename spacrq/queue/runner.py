@@ -88,8 +88,28 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
         doc["pid"] = doc["pid"] or _lock_holder(logs_dir(path))
     doc["alive"] = alive
     if doc.get("state") in ("running", "starting") and not alive:
-        doc["state"] = "crashed"
+        ended = _ended_in_history(path, doc["pid"])
+        if ended is None:
+            doc["state"] = "crashed"
+        else:  # (its last write failed, a full disk: its history says how it ended)
+            doc["state"] = ended.get("state") if isinstance(ended.get("state"), str) \
+                else "finished"
+            doc.setdefault("finished_at", ended["at"])
+            doc["problem"] = (f"its record {folder / RUNNER_FILE} could not be written when it "
+                              "ended (a full disk?); its history says it ended")
     return doc
+
+
+def _ended_in_history(path: str | os.PathLike, pid: Any) -> dict | None:
+    """The "ended" line of runner ``pid``'s last start in the queue's history, if it has one
+    (looked at only for a runner whose record says it runs while it is gone)."""
+    if not pid:
+        return None
+    last = None
+    for line in runner_history(path):
+        if line.get("pid") == pid:
+            last = line if line["event"] == "ended" else None
+    return last
 
 
 def _lock_holder(folder: Path) -> int | None:

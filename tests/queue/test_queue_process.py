@@ -1,8 +1,10 @@
 """The real process paths: job processes, the detached runner, its lock, stop, abort, crash."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -213,6 +215,28 @@ def test_a_job_that_ended_by_itself_as_it_was_to_be_stopped_keeps_its_own_end(tm
         assert jobs[1].status == "not_run" and "aborted" in result.stopped_reason
     else:
         assert jobs[1].status == "success"
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_a_runner_whose_last_record_could_not_be_written_is_not_called_crashed(tmp_path, ended):
+    """A full disk can stop the runner's last write of runner.json (it still says
+    "running"); its history's "ended" line says how it ended, so status does not tell the
+    operator to resume a night that finished.  With no such line it crashed."""
+    queue, path = _save(tmp_path, _sh("a", "true"))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    logs = logs_dir(path)
+    logs.mkdir(exist_ok=True)
+    (logs / "runner.json").write_text(json.dumps({"state": "running", "pid": gone.pid,
+                                                  "queue": str(path)}))
+    lines = [{"event": "started", "pid": gone.pid, "at": "2026-12-01T22:00:00+00:00"}]
+    if ended:
+        lines.append({"event": "ended", "pid": gone.pid, "at": "2026-12-02T03:00:00+00:00",
+                      "state": "finished"})
+    (logs / "runner-history.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    state = runner_state(path)
+    assert state["state"] == ("finished" if ended else "crashed")
+    assert ("could not be written" in state.get("problem", "")) == ended
 
 
 def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
