@@ -51,6 +51,7 @@ import orjson
 
 __all__ = [
     "read_regular",
+    "still_named",
     "remove_stale_temps",
     "CONTROL_FILE",
     "PROGRESS_FILE",
@@ -578,6 +579,17 @@ def refuse_link(path: str | os.PathLike, what: str = "folder", fix: str = "") ->
         raise RunFileError(f"{target} is a symbolic link; spacrq does not write through links: "
                            + (fix or f"use the {what} it points to directly"), target)
     return target
+
+
+def still_named(fd: int, path: str | os.PathLike) -> bool:
+    """Whether ``path`` still names the file (or folder) open as ``fd``: not removed, not
+    replaced by another file or by a link (a writer that kept a file open checks this
+    before it trusts the name again)."""
+    try:
+        mine, there = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return mine.st_nlink > 0 and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
 
 
 def safe_name(name: Any, what: str = "name") -> str:

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from spacrq.queue import supervise
 from spacrq.queue.supervise import _now, _peak_of, _stop_leftovers, announce_after
+from spacrq.runfiles import still_named
 
 #: how long the end of a job that was stopped (an abort, an interrupt) is waited for before
 #: it is left to the keeper
@@ -84,15 +85,6 @@ def _open_ahead(path: str) -> tuple[int, bool]:
         return os.open(path, supervise._APPEND | os.O_EXCL, 0o644), True
     except FileExistsError:
         return supervise.open_append(path), False
-
-
-def _same(fd: int, path: str) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (not removed, replaced, linked)."""
-    try:
-        mine, there = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return mine.st_nlink > 0 and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
 
 
 def _siginfo_code(info: Any) -> int:
@@ -182,17 +174,17 @@ class DirectStarter:
     def _take_opened(self, log: str, record: str) -> tuple[int, int] | None:
         """``(log fd, record fd)`` opened ahead for exactly these files, else None."""
         opened, self._opened = self._opened, None
-        if opened is None:
-            return None
-        if opened.log == log and opened.record == record and _same(opened.log_fd, log) \
-                and _same(opened.record_fd, record):
+        if opened is not None and opened.log == log and opened.record == record \
+                and still_named(opened.log_fd, log) and still_named(opened.record_fd, record):
             return opened.log_fd, opened.record_fd
-        self._opened = opened
-        self._drop_opened()
+        self._let_go_of(opened)
         return None
 
     def _drop_opened(self) -> None:
         opened, self._opened = self._opened, None
+        self._let_go_of(opened)
+
+    def _let_go_of(self, opened: _Opened | None) -> None:
         if opened is not None:
             self._let_go(opened.log, opened.log_fd, opened.made[0])
             self._let_go(opened.record, opened.record_fd, opened.made[1])
@@ -202,7 +194,7 @@ class DirectStarter:
         """Close a file opened ahead; remove it if this starter made it and it is still
         that file, empty (nothing was ever written to it, and nobody put another there)."""
         try:
-            if made and _same(fd, path) and os.fstat(fd).st_size == 0:
+            if made and still_named(fd, path) and os.fstat(fd).st_size == 0:
                 os.unlink(path)
         except OSError:
             pass
@@ -220,6 +212,8 @@ class DirectStarter:
         self._active = self
         log, record, key = request["log"], request["record"], request["key"]
         base = {"key": key, "job": request.get("job", "")}
+        start = dict(base, supervisor=self.keeper, before=request.get("before") or {},
+                     folders=request.get("folders") or [])  # (its "starting" and start lines)
         opened = self._take_opened(log, record)
         log_fd, cwd, problem = supervise.open_log(request, opened[0] if opened else -1)
         env = None
@@ -249,11 +243,7 @@ class DirectStarter:
             record_fd = opened[1] if opened else self._open_record(record, log, log_fd)
             opened = None
             if record_fd >= 0:
-                supervise._record(record, dict(base, starting=time.time(),
-                                               supervisor=self.keeper,
-                                               before=request.get("before") or {},
-                                               folders=request.get("folders") or []),
-                                  False, record_fd)
+                supervise._record(record, dict(start, starting=time.time()), False, record_fd)
             handle, problem = supervise.start(request, log_fd, cwd, env)
         if handle is None:
             if log_fd >= 0:
@@ -271,11 +261,8 @@ class DirectStarter:
         # The start first: a runner that dies from here on leaves a job its keeper records
         # (and the next runner adopts), never one run again.
         if record_fd >= 0:
-            supervise._record(record, dict(base, pid=handle.pid, started=started,
-                                           supervisor=self.keeper,
-                                           before=request.get("before") or {},
-                                           folders=request.get("folders") or []),
-                              False, record_fd)
+            supervise._record(record, dict(start, pid=handle.pid, started=started), False,
+                              record_fd)
         try:
             pidfd = os.pidfd_open(handle.pid)
         except (AttributeError, OSError):

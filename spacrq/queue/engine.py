@@ -207,8 +207,8 @@ class _Run:
         (see :class:`_Ahead`): nothing is read or looked at on disk, so the job at hand is
         watched (abort, timeout) without delay; only its log and exit record are opened,
         in the folder the log of the job at hand was opened in a moment ago, and let go
-        of again once the job at hand ran a while (:meth:`_idle`).  Never fatal: whatever fails here is met
-        again, and said, when that job's turn comes.  Only ``command`` jobs: they are the
+        of again once the job at hand ran a while (:meth:`_idle`).  Never fatal: whatever
+        fails here is met again, and said, when that job's turn comes.  Only ``command`` jobs: they are the
         jobs short enough for the moment between two jobs to count; any other job starts
         an interpreter of its own."""
         self._ahead = None
@@ -359,8 +359,9 @@ class _Run:
         """Whether ``job`` was prepared ahead and passes its checks now, before its claim:
         then nothing between its claim and its start waits for anything (no settings
         to read, no check, no output folder to look at; its working folder is looked
-        at here), and the claim keeps the edit lock until the start is written.  A job that fails its
-        checks here is checked again, and failed, in its turn as any other."""
+        at here), and the claim keeps the edit lock until the start is written.  A job
+        that fails its checks here is checked again, and failed, in its turn as any
+        other."""
         ahead = self._ahead
         self._checked_plan = None
         if ahead is None or ahead.job is not job or ahead.folders \

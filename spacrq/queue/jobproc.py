@@ -281,6 +281,17 @@ class Supervisor:
     def abandon(self) -> None:
         self._owed += 1
 
+    # What a starter that starts jobs itself does between jobs (see
+    # spacrq.queue.direct.DirectStarter); this supervisor process has none of it to do.
+    def open_ahead(self, log: str, record: str) -> None:
+        pass
+
+    def settle(self) -> None:
+        pass
+
+    def idle(self) -> None:
+        pass
+
     def lost(self) -> None:
         """The supervisor died or cannot be talked to: let go of it (killed, reaped), so the
         next job starts one of its own instead of writing to a dead pipe."""
@@ -437,22 +448,16 @@ class ProcessRunner:
     def open_ahead(self, plan: JobPlan) -> None:
         """The next job's log and exit record opened now, while the job at hand runs, where
         the supervisor starts jobs itself (:meth:`spacrq.queue.direct.DirectStarter.open_ahead`)."""
-        opener = getattr(self.supervisor, "open_ahead", None)
-        if opener is not None:
-            opener(plan.log_path, plan.record)
+        self.supervisor.open_ahead(plan.log_path, plan.record)
 
     def settle(self) -> None:
         """The job before, reaped and written down now, where the supervisor starts jobs
         itself (else when the next one is sent)."""
-        settle = getattr(self.supervisor, "settle", None)
-        if settle is not None:
-            settle()
+        self.supervisor.settle()
 
     def let_go_ahead(self) -> None:
         """The job at hand ran a while: what :meth:`open_ahead` opened is let go of."""
-        idle = getattr(self.supervisor, "idle", None)
-        if idle is not None:
-            idle()
+        self.supervisor.idle()
 
     def _next(self, job: Job, attempt: "_Attempt", timeout: float) -> dict | None:
         """The job's ``exit`` answer if it came within ``timeout``; a ``pid`` one names it."""
@@ -519,7 +524,6 @@ class ProcessRunner:
             if self.heartbeat is not None and now >= beat:
                 beat = now + HEARTBEAT_SECONDS
                 self.heartbeat()
-
 
     def _ended_by_itself(self, job: Job, attempt: "_Attempt", outcome: str) -> dict | None:
         """The job's own end when it had ended before it was to be stopped (``outcome``

@@ -17,7 +17,7 @@ import orjson
 from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
 from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError, lost_runs_ok
 from spacrq.queue.render import write_queue_file
-from spacrq.runfiles import JsonlTail, RunFileError, loads
+from spacrq.runfiles import JsonlTail, RunFileError, loads, still_named
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -219,11 +219,7 @@ class Journal:
 
     def still_there(self) -> bool:
         """Whether the file written is still the journal at its path (not removed, replaced)."""
-        try:
-            mine = os.fstat(self._fd)
-            return mine.st_nlink > 0 and os.stat(self.file).st_ino == mine.st_ino
-        except OSError:
-            return False
+        return still_named(self._fd, self.file)
 
     def flush(self) -> None:
         """Make every line written so far durable (one fsync covers them all); an fsync

@@ -213,10 +213,14 @@ def _match(unnamed: list[tuple[str, dict]], pid: int, identity: tuple[int, float
     just after its runner wrote the line (so one of an older job cannot either)."""
     if identity is None or identity[0] != pid:
         return None
-    began = identity[1]
-    fits = [(record, line) for record, line in unnamed
-            if line["starting"] - 1.0 <= began <= line["starting"] + 30.0]
+    fits = [(record, line) for record, line in unnamed if _started_after(line, identity[1])]
     return max(fits, key=lambda fit: fit[1]["starting"]) if fits else None
+
+
+def _started_after(line: dict, began: float) -> bool:
+    """Whether a process that began at ``began`` (``/proc``'s clock: to a second) may be the
+    job of the "starting" line ``line``."""
+    return line["starting"] - 1.0 <= began <= line["starting"] + 30.0
 
 
 def _children(me: int) -> list[int]:
@@ -398,8 +402,7 @@ def _unsettled(unnamed: list[tuple[str, dict]], me: int, runner: int) -> bool:
     for pid in _children(me):
         identity = None if pid == runner else _identity(pid)
         if identity is not None and identity[0] != pid and any(
-                line["starting"] - 1.0 <= identity[1] <= line["starting"] + 30.0
-                for _, line in unnamed):
+                _started_after(line, identity[1]) for _, line in unnamed):
             return True
     return False
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from spacrq.queue.model import QueueError
+from spacrq.runfiles import still_named
 
 EDIT_LOCK_FILE = "queue.lock"
 RUNNER_LOCK_FILE = "runner.lock"
@@ -61,15 +62,6 @@ def _open(file: Path) -> int:
         where = f"{what} is in its place" if what else (exc.strerror or str(exc))
         raise QueueError(f"could not open the queue's lock file {file} ({where}); move it "
                          "away (spacrq makes it again), or make the folder writable") from None
-
-
-def _names(fd: int, path: str) -> bool:
-    """Whether ``path`` is the file open as ``fd``."""
-    try:
-        mine, there = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
 
 
 def _flock_until(fd: int, deadline: float) -> bool:
@@ -135,7 +127,7 @@ class EditLock:
                 os.close(fd)
                 self._drop_folder()
                 raise self._busy()
-            if _names(fd, str(self.file)):
+            if still_named(fd, str(self.file)):
                 break
             # the file was removed or replaced while we waited: the lock that counts is the
             # one at its path now (everybody else takes that one)
@@ -152,8 +144,8 @@ class EditLock:
         """Whether the lock is still the lock at its path (nobody removed or replaced the
         file, nor the folder, since it was taken)."""
         if self.folder_fd >= 0:  # the folder's lock cannot be taken from under us
-            return _names(self.folder_fd, self.folder)
-        return self.fd >= 0 and _names(self.fd, str(self.file))
+            return still_named(self.folder_fd, self.folder)
+        return self.fd >= 0 and still_named(self.fd, str(self.file))
 
     def _drop_folder(self) -> None:
         if self.folder_fd >= 0:
@@ -193,8 +185,8 @@ class HeldEditLock(EditLock):
             raise self._busy()
         # Looked at once the locks are taken (a replaced file's lock is then let go of at
         # once): the lock file and the folder are still the ones at their paths.
-        if _names(self.fd, self._name) and (self.folder_fd < 0
-                                            or _names(self.folder_fd, self.folder)):
+        if still_named(self.fd, self._name) and (self.folder_fd < 0
+                                            or still_named(self.folder_fd, self.folder)):
             return self
         self._unlock(self.fd)  # removed or replaced: take the ones there now
         self._unlock(self.folder_fd)

@@ -93,7 +93,6 @@ class QueueWriter:
         self._last_write = time.monotonic()
         self._sync_owed = False  # a commit's fsync left for sync(), as the job starts
         self._held = False  # the edit lock kept from a claim to the job's start (see claim)
-        self._merged = False  # …and the file taken in under it: not looked at again
         self._open_journal()  # both modes make each transition durable with one journal line
 
     def _open_journal(self) -> bool:
@@ -181,8 +180,6 @@ class QueueWriter:
         added: list[Job] = []
         try:
             if self._held:  # (kept since the claim: the file was taken in then)
-                if not self._merged:
-                    added = self._merge()
                 self._write_locked(durable)
             else:
                 with self._lock:
@@ -286,7 +283,7 @@ class QueueWriter:
             self._failed(exc, "write")
         finally:
             if keep:
-                self._held = self._merged = True
+                self._held = True
             else:
                 self._lock.__exit__(None, None, None)
         return added
@@ -294,7 +291,7 @@ class QueueWriter:
     def let_go(self) -> None:
         """Let go of the edit lock a :meth:`claim` kept (nothing when none is kept)."""
         if self._held:
-            self._held = self._merged = False
+            self._held = False
             self._lock.__exit__(None, None, None)
 
     def prepare(self) -> None:

@@ -30,6 +30,8 @@ import os
 import stat
 from pathlib import Path
 
+from spacrq.runfiles import still_named
+
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 #: Replaced files kept open at most, and their bytes at most, between two tidies.
 KEEP = 64
@@ -121,10 +123,7 @@ class QuickReplacer:
 
     def _still_ours(self, fd: int) -> bool:
         """Whether the temporary name still is the file made ahead (nobody swapped it)."""
-        try:
-            return os.fstat(fd).st_ino == os.lstat(self.temp).st_ino
-        except OSError:
-            return False
+        return still_named(fd, self.temp)
 
     def tidy(self) -> None:
         """Let go of the replaced files kept open (all but the current one)."""

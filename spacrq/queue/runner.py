@@ -201,9 +201,14 @@ def _history(path: Path, event: str, **fields: Any) -> None:
 
 
 def runner_history(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The queue's runner starts and ends, oldest first (unreadable lines skipped)."""
+    """The queue's runner starts and ends, oldest first (unreadable lines skipped; none when
+    the history cannot be read at all: a folder in its place, no permission)."""
     from spacrq.runfiles import read_jsonl
-    return [r for r in read_jsonl(logs_dir(path) / HISTORY_FILE)
+    try:
+        lines = read_jsonl(logs_dir(path) / HISTORY_FILE)
+    except OSError:
+        return []
+    return [r for r in lines
             if r.get("event") in ("started", "ended") and isinstance(r.get("at"), str)]
 
 

@@ -239,6 +239,19 @@ def test_a_runner_whose_last_record_could_not_be_written_is_not_called_crashed(t
     assert ("could not be written" in state.get("problem", "")) == ended
 
 
+def test_a_folder_in_the_runner_historys_place_is_no_history_not_a_traceback(tmp_path):
+    from spacrq.queue.runner import runner_history
+    queue, path = _save(tmp_path, _sh("a", "true"))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    logs = logs_dir(path)
+    (logs / "runner-history.jsonl").mkdir(parents=True)
+    (logs / "runner.json").write_text(json.dumps({"state": "running", "pid": gone.pid,
+                                                  "queue": str(path)}))
+    assert runner_history(path) == []
+    assert runner_state(path)["state"] == "crashed"
+
+
 def test_runner_killed_mid_job_then_resumed_adopts_the_running_job(tmp_path):
     queue, path = _save(tmp_path, _sh("first", "echo run >> first.runs", cwd=str(tmp_path)),
                         _sh("long", "echo run >> long.runs; echo $$ > long.pid; "

@@ -29,6 +29,21 @@ def _queue(tmp_path, n=3, **kw):
     return queue, path
 
 
+def _fsync_failing(monkeypatch, when):
+    """``os.fsync`` raising EIO wherever ``when(fd, failed so far)`` says; the descriptors
+    it failed on."""
+    real_fsync, failed = os.fsync, []
+
+    def fsync(fd):
+        if when(fd, failed):
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return failed
+
+
 def ok_runner(hook=None):
     def run(job, settings_path, log_path):
         Path(log_path).write_text("working\n")
@@ -68,16 +83,8 @@ def test_fsyncs_that_fail_behind_the_runner_never_keep_the_last_save_from_the_fi
     durably, with every job's end: what a reader of the file alone sees is the truth."""
     import threading
     queue, path = _queue(tmp_path, n=4)
-    real_fsync = os.fsync
-    failed = []
-
-    def fsync(fd):
-        if threading.current_thread().name == "spacrq-journal-fsync":
-            failed.append(fd)
-            raise OSError(errno.EIO, "Input/output error")
-        return real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    failed = _fsync_failing(monkeypatch, lambda fd, failed: threading.current_thread().name
+                            == "spacrq-journal-fsync")
     result = run_queue(queue, path, runner=ok_runner(), persistence="file")
     monkeypatch.undo()
     assert failed and result.ok and not result.save_problem
@@ -367,21 +374,15 @@ def test_an_fsync_that_fails_as_a_job_starts_is_a_save_problem_and_saved_again(t
     fails (EIO) is said like any failed save, the run goes on, and the file is written
     durably at the next chance, so nothing is lost."""
     queue, path = _queue(tmp_path, n=3)
-    real_fsync = os.fsync
     journal = str(store.journal_path(path))
-    failed = []
 
-    def fsync(fd):
+    def first_of_the_journal(fd, failed):
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            return not failed and os.readlink(f"/proc/self/fd/{fd}") == journal
         except OSError:
-            target = ""
-        if target == journal and not failed:
-            failed.append(fd)
-            raise OSError(errno.EIO, "Input/output error")
-        return real_fsync(fd)
+            return False
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    failed = _fsync_failing(monkeypatch, first_of_the_journal)
     result = run_queue(queue, path, runner=ok_runner(), persistence="file")
     monkeypatch.undo()
     assert failed and result.ok and not result.save_problem
