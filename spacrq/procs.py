@@ -147,7 +147,10 @@ def stop_group(pid: int, grace: float = DEFAULT_GRACE, *, started: float | None 
         pgid = os.getpgid(pid)
     except (ProcessLookupError, OSError):
         return "gone"
-    own = pgid == os.getpgid(0)
+    # Only a group ``pid`` leads is signalled as a group: a pid that leads none (one reused
+    # by some other process since it was recorded, or a child in this process's group) is
+    # signalled alone, never the group it happens to be in.
+    own = pgid == os.getpgid(0) or pgid != pid
     members = [psutil.Process(pid)] if own else _group_members(pgid)
 
     def signal_all(sig: int) -> None:

@@ -61,3 +61,24 @@ def test_stop_group_on_a_finished_process_says_gone():
     proc.wait(timeout=20)
     assert stop_group(proc.pid, grace=1, popen=proc) == "gone"
     assert not is_alive(None) and not is_alive(-5)
+
+
+def test_stop_group_never_signals_the_group_of_a_pid_that_leads_none(tmp_path):
+    """A recorded pid that now names a process which leads no group (a reused pid, e.g. one
+    of an operator's shell pipeline) is stopped alone: its group is not the job's."""
+    import os
+    import signal
+    import subprocess
+    import psutil
+    group = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"], start_new_session=True)
+    try:
+        kids = wait_until(lambda: len(psutil.Process(group.pid).children()) == 2
+                          and psutil.Process(group.pid).children(), what="two children")
+        victim, bystander = kids
+        assert os.getpgid(victim.pid) == group.pid != victim.pid
+        assert stop_group(victim.pid, 2.0, started=victim.create_time()) == "terminated"
+        assert not is_alive(victim.pid) and bystander.is_running()
+        assert group.poll() is None  # the leader (and its group) were left alone
+    finally:
+        os.killpg(group.pid, signal.SIGKILL)
+        group.wait()

@@ -17,6 +17,7 @@ plain ``run``) asks the record what became of the job:
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -68,7 +69,10 @@ def examine(job: Job) -> Record:
     record = Record(UNKNOWN, start, end)
     # (an end is written once the job was reaped: one beside a job still running was written
     # by something else — the job itself — and is not its end)
-    alive = bool(start) and record.ref is not None and record.ref.alive()
+    # (a job leads its own session for as long as it lives: a process that does not is
+    # another one that was given its pid, however close its start time)
+    alive = bool(start) and record.ref is not None and record.ref.alive() \
+        and _leads_session(record.ref.pid)
     if record.exit_code is not None and not alive:
         record.state = FINISHED
     elif alive:
@@ -86,6 +90,13 @@ def examine(job: Job) -> Record:
     return record
 
 
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
 def unwatched(job: Job, file: str) -> str:
     """What became of a job left ``running`` by a runner that is gone, for ``queue status``:
     one sentence with what ``resume`` (of ``file``) will do about it."""
@@ -94,12 +105,21 @@ def unwatched(job: Job, file: str) -> str:
     if record.state == FINISHED:
         when = record.end.get("finished")
         at = f" at {when}" if isinstance(when, str) and when else ""
-        return (f"ended{at} with exit code {record.exit_code} while no runner watched it; "
-                f"{resume} records that, without running it again")
+        said = (f"ended{at} with exit code {record.exit_code} while no runner watched it; "
+                f"{resume} records that")
+        left = job.retries - job.attempts + 1
+        if record.exit_code not in (0, 2) and left > 0:  # (exit 2, a refusal, is not retried)
+            return (f"{said} as attempt {job.attempts}'s outcome and makes the next attempt "
+                    f"({left} {'retry' if left == 1 else 'retries'} left)")
+        return f"{said}, without running it again"
     if record.state == RUNNING:
         pid = record.start.get("pid")
-        return (f"still running (process {pid}) with no runner watching it; {resume} adopts "
+        said = (f"still running (process {pid}) with no runner watching it; {resume} adopts "
                 "it: waits for it, and honours Stop and Abort")
+        if not is_alive(record.start.get("supervisor")):
+            said += (" (its keeper is gone too, so nothing will learn its exit status: it "
+                     "will be failed as of unknown outcome, never run again)")
+        return said
     return (f"its outcome is unknown ({record.why}); {resume} runs it again, and its log "
             "says why")
 

@@ -298,6 +298,11 @@ def _print_status(args: argparse.Namespace) -> int:
         return 0
     counts = ", ".join(f"{n} {s}" for s, n in queue.counts().items() if n)
     runner = "no runner has run it yet"
+    logs = logs_dir(args.file)
+    if not state and os.path.lexists(logs) and not os.path.isdir(logs):
+        runner = f"no runner's record can be read: {logs} is not a folder (move it away)"
+    elif not state and any(j.status == STATUS_RUNNING for j in queue.jobs):
+        runner = "no runner's record is left, yet a job is marked running"
     alive = bool(state and state.get("alive"))
     if state:
         runner = f"runner {state.get('state')} (process {state.get('pid') or 'unknown'}"
@@ -318,7 +323,7 @@ def _print_status(args: argparse.Namespace) -> int:
         mark = "success (PARTIAL)" if job.is_partial and job.status == "success" else job.status
         line = f"{i:>4}. {job.id.ljust(width)}  {mark.ljust(17)} {duration(job.elapsed_s).rjust(8)}  {job.label}"
         _say(line)
-        if job.status == STATUS_RUNNING and state and not alive:
+        if job.status == STATUS_RUNNING and not alive:
             _say(f"        {unwatched(job, args.file)}")
         elif job.error:
             _say(f"        {job.error}")

@@ -40,6 +40,11 @@ def write_morning_report(path: str | os.PathLike) -> tuple[str, str]:
     Never fatal: a report that cannot be written is a note in the summary,
     not the end of a night that has already run.
     """
+    from spacrq.queue.locks import linked_logs
+    from spacrq.queue.store import logs_dir
+    problem = linked_logs(logs_dir(path))
+    if problem:
+        return "", f"the morning report was not written: {problem}"
     try:
         from spacrq.night import write_report
         return str(write_report(path)), ""

@@ -42,7 +42,7 @@ from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.ending import notify, queue_ledger, write_morning_report
 from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobPlan, JobTimeout,
                                   ProcessRunner, Supervisor, SupervisorLost, grace_seconds)
-from spacrq.queue.locks import refuse_linked_logs
+from spacrq.queue.locks import linked_logs, refuse_linked_logs
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
@@ -212,7 +212,8 @@ class _Run:
         jobs short enough for the moment between two jobs to count; any other job starts
         an interpreter of its own."""
         self._ahead = None
-        if self.injected is not None or self.stopped or self.writer is None:
+        if self.injected is not None or self.stopped or self.writer is None \
+                or linked_logs(self._root):  # (its files would be made through the link)
             return
         jobs = self.queue.jobs
         at = self._at
@@ -345,12 +346,13 @@ class _Run:
             return False
         return True
 
-    def run_job(self, i: int, job: Job) -> None:
-        """Run one job to its verdict: skipped, failed early, or its attempts' outcome."""
+    def run_job(self, i: int, job: Job, attempts: int = 0) -> None:
+        """Run one job to its verdict: skipped, failed early, or its attempts' outcome
+        (``attempts``: how many it already had — a dead runner's, whose last failed)."""
         self.processes.settle()  # the job before, reaped (before the lock: it may take a grace)
         self.claim(job, keep=self._checked_ahead(job))
         try:
-            self._run_claimed(i, job)
+            self._run_claimed(i, job, attempts)
         finally:
             if self.writer is not None:
                 self.writer.let_go()  # (kept by the claim: let go of once the job started)
@@ -376,17 +378,17 @@ class _Run:
         self._checked_plan = ahead
         return True
 
-    def _run_claimed(self, i: int, job: Job) -> None:
+    def _run_claimed(self, i: int, job: Job, attempts: int = 0) -> None:
         ready = self.prepare(i, job)
         if ready is None:
             return
         spec, settings, settings_path, folders, plan = ready
         before_this = job.started  # a run of this job that was stopped, or lost with its runner
         job.log_path = self._log_path(i, job)
-        if before_this and os.path.isfile(job.log_path):
+        if before_this and not attempts and os.path.isfile(job.log_path):
             adopt.note(job, f"# spacrq: the job runs again from its start (its run of "
                             f"{before_this} did not finish); what follows is the new run")
-        job.attempts, job.run_status = 0, None
+        job.attempts, job.run_status = attempts, None
         before = snapshot(folders) if folders else {}
         while True:
             self._started(i, job)
@@ -399,9 +401,7 @@ class _Run:
                 return self._succeeded(i, job, collect(folders, before) if folders else None)
             if not kind:
                 kind, message = classify_failure(code, job.log_path)
-            # a job its module refused (bad settings, exit 2) would be refused again: not retried
-            if job.attempts <= job.retries and kind != "ConfigurationError" \
-                    and not self.control.request():
+            if self._may_retry(job, kind):
                 self._retrying(job, kind, message)
                 if self._waited_to_retry(job):
                     continue
@@ -506,6 +506,12 @@ class _Run:
         self.consecutive = 0
         self.progress("job_finished", job, i, job.error or f"{job.label} finished")
 
+    def _may_retry(self, job: Job, kind: str) -> bool:
+        """Whether the attempt that just failed (as ``kind``) leaves ``job`` another one."""
+        # a job its module refused (bad settings, exit 2) would be refused again: not retried
+        return (job.attempts <= job.retries and kind != "ConfigurationError"
+                and not self.control.request())
+
     def _retrying(self, job: Job, kind: str, message: str) -> None:
         left = job.retries - job.attempts + 1
         when = f" in {job.retry_delay:g}s" if job.retry_delay else ""
@@ -544,8 +550,10 @@ class _Run:
                 return self._cancelled(i, job)
             if how == "timeout":  # the code it ended with once stopped (-1: not recorded)
                 code = record.exit_code if record.exit_code is not None else -1
-                return self._failed(i, job, code, "Timeout", f"still running after its timeout "
-                                    f"of {job.timeout:g}s; stopped")
+                return self._attempt_failed(i, job, code, "Timeout", "still running after its "
+                                            f"timeout of {job.timeout:g}s; stopped", "", None)
+            if how == "lost":
+                return self._ended_unrecorded(i, job, record)
         if record.state == adopt.FINISHED:
             return self._record_end(i, job, record, adopted=adopted)
         legacy = adopt.stop_legacy_orphan(job, grace_seconds())
@@ -562,15 +570,43 @@ class _Run:
         code, finished = record.exit_code, str(record.end.get("finished") or "")
         if not adopted:
             adopt.note(job, f"# spacrq: it ended at {finished} with exit code {code} while no "
-                            "runner watched; recorded, not run again")
+                            f"runner watched; recorded as attempt {job.attempts}'s outcome, "
+                            "which is not run again")
         folders = record.start.get("folders") or []
         before = record.start.get("before") or {}
         run_status = collect(folders, before) if folders and isinstance(before, dict) else None
         if code == 0:
             return self._succeeded(i, job, run_status, finished)
-        job.run_status = run_status
         kind, message = classify_failure(code, job.log_path)
+        self._attempt_failed(i, job, code, kind, message, finished, run_status)
+
+    def _attempt_failed(self, i: int, job: Job, code: int, kind: str, message: str,
+                        finished: str, run_status: dict | None) -> None:
+        """An attempt a dead runner left failed (seen ended, or adopted and followed to its
+        end): the job's next attempt, as that runner would have made it, if it has one
+        left; else its failure."""
+        if self._may_retry(job, kind):
+            self._retrying(job, kind, message)
+            if self._waited_to_retry(job):
+                return self.run_job(i, job, attempts=job.attempts)
+        job.run_status = run_status
         self._failed(i, job, code, kind, message, finished)
+
+    def _ended_unrecorded(self, i: int, job: Job, record: "adopt.Record") -> None:
+        """An adopted job ended, and nothing could record how: the runner that started it
+        and its keeper (or supervisor) are both gone, and only the parent of a process
+        learns its exit status.  It ran to its end, so it is not run again (nothing is
+        done twice): it is failed with an unknown outcome, which its log may tell, and
+        ``restart-failed`` runs it again if it must."""
+        job.run_status = None
+        why = record.why or "nothing recorded how it ended"
+        adopt.note(job, f"# spacrq: it ended at {now_iso()} while adopted, and its exit status "
+                        f"is unknown ({why}); it is not run again")
+        self.finish(job, STATUS_FAILED, f"it ran to its end while adopted, but its exit status "
+                    f"is unknown ({why}): see its log {job.log_path}, and run 'spacrq queue "
+                    "restart-failed' if it must run again", "OutcomeUnknown", None)
+        self.after_failure(job)
+        self.progress("job_finished", job, i, job.error)
 
     # -- the queue ---------------------------------------------------------------
     def requested_stop(self, job: Job) -> None:
@@ -582,12 +618,24 @@ class _Run:
         elif request == STOP_AFTER_JOB or (self.stop_flag is not None and self.stop_flag()):
             self.stopped, self.state = f"stopped by request after job {job.id}", "stopped"
 
+    def _logs_replaced_by_link(self) -> None:
+        """The logs folder became a symbolic link while the queue ran (it is refused at the
+        start): no job starts, for its log, exit record and settings would be written
+        through it; the queue stops, its state in the queue file (beside the folder)."""
+        problem = linked_logs(self._root) if self.writer is not None else ""
+        if problem and not self.stopped:
+            self.stopped = (f"{problem}, then 'spacrq queue resume'; it was replaced while "
+                            "the queue ran, so the jobs left were not run")
+            self.state = "stopped"
+
     def run(self) -> None:
         i = 0
         while i < len(self.queue.jobs):
             job = self.queue.jobs[i]
             i += 1
             self._at = i
+            if job.status in (STATUS_PENDING, STATUS_NOT_RUN, STATUS_RUNNING):
+                self._logs_replaced_by_link()
             if not self.stopped and job.status == STATUS_RUNNING:
                 self.take_over(i, job)
                 self.requested_stop(job)

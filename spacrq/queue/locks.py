@@ -35,12 +35,21 @@ EDIT_WAIT = 10.0
 PROBE_WAIT = 0.5
 
 
+def linked_logs(folder: "str | os.PathLike") -> str:
+    """One sentence when the queue's logs folder is a symbolic link (else ''): spacrq never
+    writes through a link, and every file of a run is in that folder."""
+    if not os.path.islink(folder):
+        return ""
+    return (f"the queue's logs folder {folder} is a symbolic link; spacrq does not write "
+            "through links: replace it with a real folder (move what it points to into its "
+            "place)")
+
+
 def refuse_linked_logs(folder: Path) -> None:
     """:raises QueueError: one sentence when the queue's logs folder is a symbolic link."""
-    if folder.is_symlink():
-        raise QueueError(f"the queue's logs folder {folder} is a symbolic link; spacrq does "
-                         "not write through links: replace it with a real folder (move what it "
-                         "points to into its place)")
+    problem = linked_logs(folder)
+    if problem:
+        raise QueueError(problem)
 
 
 def _open(file: Path) -> int:

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from spacrq.queue.edits import take_edits
-from spacrq.queue.locks import HeldEditLock
+from spacrq.queue.locks import HeldEditLock, linked_logs, refuse_linked_logs
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
-from spacrq.queue.layout import RUNNER_FILE
+from spacrq.queue.layout import JOURNAL_FILE, RUNNER_FILE
 from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
@@ -99,8 +99,9 @@ class QueueWriter:
         """Start writing the journal; False when it cannot be opened (said, and from then on
         every commit is a durable write of the whole file)."""
         try:
+            refuse_linked_logs(logs_dir(self.path))
             self.journal = Journal(self.queue, self.path, durable=self.durable)
-        except OSError as exc:
+        except (OSError, QueueError) as exc:
             self._failed(exc, "open the journal")
             return False
         return True
@@ -181,6 +182,8 @@ class QueueWriter:
         try:
             if self._held:  # (kept since the claim: the file was taken in then)
                 self._write_locked(durable)
+            elif self._unlockable():
+                self._write_locked(durable=True)
             else:
                 with self._lock:
                     added = self._merge()
@@ -236,19 +239,31 @@ class QueueWriter:
         """
         self.let_go()
         try:
-            with self._lock:
-                added = self._merge()
-                if added and take_more:
-                    return added
+            if self._unlockable():
                 self._write_locked()
                 if release is not None:
                     release()
+            else:
+                with self._lock:
+                    added = self._merge()
+                    if added and take_more:
+                        return added
+                    self._write_locked()
+                    if release is not None:
+                        release()
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
         if self.journal is not None:
             self.journal.close()
             self.journal = None
         return []
+
+    def _unlockable(self) -> bool:
+        """Whether the edit lock cannot be taken because the logs folder became a symbolic
+        link: every writer takes that lock first and refuses a linked folder, so nobody
+        else can write the file either, and the runner writes it unlocked (whole, durably,
+        nothing to take in) rather than leave it behind its state."""
+        return bool(linked_logs(logs_dir(self.path)))
 
     def claim(self, job: Job, keep: bool = False) -> list[Job]:
         """Before ``job`` starts: take in the edits and additions made to the file, and mark
@@ -339,9 +354,10 @@ class QueueWriter:
             return ""
         rescue = logs_dir(self.path) / f"{self.path.name}.unsaved.json"
         try:
+            refuse_linked_logs(rescue.parent)
             write_queue_file(self.queue, rescue)
             where = f"the final state was written to {rescue} instead"
-        except (OSError, RunFileError):
+        except (OSError, RunFileError, QueueError):
             where = "the final state is only in this summary and the runner's log"
         return (f"saving failed: {self.path} could not be written since {self._failed_at} "
                 f"({self.problem}); it shows the queue as it was then, and {where}")
@@ -400,10 +416,15 @@ class QueueWriter:
 
     def _failed(self, exc: BaseException, doing: str) -> None:
         reason = _reason(exc)
+        logs = logs_dir(self.path)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)) \
+                and os.path.lexists(logs) and not os.path.isdir(logs):
+            reason = f"{logs} is not a folder: move it away"
+        what = logs / JOURNAL_FILE if "journal" in doing else self.path
         if not self.problem:
             self._failed_at = now_iso()
         if reason != self.problem:
-            print(f"spacrq: could not {doing} {self.path} ({reason}); the run goes on with the "
+            print(f"spacrq: could not {doing} {what} ({reason}); the run goes on with the "
                   "state in memory, and it is written at the next save that succeeds",
                   file=sys.stderr, flush=True)
         self.problem = reason

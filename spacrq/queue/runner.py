@@ -32,7 +32,8 @@ from spacrq.queue import keeper as keepers
 from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.layout import RUNNER_FILE
-from spacrq.queue.locks import RUNNER_LOCK_FILE, RunnerLock, refuse_linked_logs, runner_holds
+from spacrq.queue.locks import (RUNNER_LOCK_FILE, RunnerLock, linked_logs, refuse_linked_logs,
+                                runner_holds)
 from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
@@ -193,6 +194,8 @@ def _history(path: Path, event: str, **fields: Any) -> None:
     A start with no end before the next start is a runner that died: a
     crash, a kill or a reboot, which the morning report names.
     """
+    if linked_logs(logs_dir(path)):
+        return  # (never through a link: the report's note of this turn is all that is lost)
     try:
         append_jsonl(logs_dir(path) / HISTORY_FILE,
                      {"event": event, "pid": os.getpid(), "at": now_iso(), **fields})
@@ -262,6 +265,9 @@ class _RunnerFile:
         self.doc["heartbeat_at"] = time.time()
         self._last = time.monotonic()
         try:
+            problem = linked_logs(self.file.parent)
+            if problem:
+                raise RunFileError(problem, self.file)
             write_json(self.file, self.doc, durable=False)
             self._problem = ""
         except (OSError, RunFileError) as exc:

@@ -158,7 +158,7 @@ def test_a_job_that_ends_while_its_runner_is_dead_is_recorded_not_rerun(tmp_path
     assert plate.status == "failed" and plate.exit_code == 3  # its real outcome, recorded
     assert after.status == "success" and not result.ok
     assert (tmp_path / "plate.runs").read_text() == "run\n"  # never run a second time
-    assert "recorded, not run again" in Path(plate.log_path).read_text()
+    assert "which is not run again" in Path(plate.log_path).read_text()
 
 
 def test_status_says_a_stop_is_asked_and_what_a_job_left_running_will_become(tmp_path, capsys):
@@ -440,3 +440,162 @@ def test_an_unreadable_exit_record_is_named_as_the_reason_not_a_runner_that_neve
     job.log_path, job.started, job.status = str(log), "2026-12-01T01:00:00+00:00", "running"
     found = examine(job)
     assert found.state == "unknown" and f"its exit record {where} cannot be read" in found.why
+
+
+def _gated(jid, tmp_path, tail="", **fields):
+    """A job that counts its runs in ``<jid>.runs``, writes its pid, waits for ``go``, then
+    runs ``tail`` (its exit status is the job's)."""
+    script = (f"echo run >> {jid}.runs; echo $$ > {jid}.pid; "
+              f"while [ ! -e go ]; do sleep 0.02; done; {tail or 'true'}")
+    return Job(module="command", id=jid, cwd=str(tmp_path), settings={"argv": ["sh", "-c", script]},
+               **fields)
+
+
+def _runs(tmp_path, jid):
+    try:
+        return (tmp_path / f"{jid}.runs").read_text().count("run")
+    except FileNotFoundError:
+        return 0
+
+
+def test_an_adopted_job_whose_keeper_died_too_is_never_run_a_second_time(tmp_path):
+    """Runner and keeper both SIGKILLed mid-job: nothing can learn the job's exit status
+    (only a parent can), but resume watched it run to its end; it is failed with an
+    unknown outcome and a sentence saying so, never started again (it was: twice)."""
+    path = _queue(tmp_path, [_gated("plate", tmp_path, "exit 3"),
+                             Job(module="command", id="next", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    job = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+    state = runner_state(path)
+    for pid in (state["pid"], state["keeper"]):
+        os.kill(pid, signal.SIGKILL)
+    reap(ref.pid)
+    reap(state["keeper"])
+    log = Path(load_queue(path).jobs[0].log_path)
+    from spacrq.queue.adopt import unwatched
+    assert "its keeper is gone too" in unwatched(load_queue(path).jobs[0], str(path))
+
+    def release():  # once resume has adopted it, let the job end
+        wait_until(lambda: "adopted at" in log.read_text(), what="the adoption")
+        (tmp_path / "go").write_text("")
+    helper = threading.Thread(target=release)
+    helper.start()
+    try:
+        result = resume_queue(path)
+    finally:
+        (tmp_path / "go").write_text("")
+        helper.join()
+    plate, after = load_queue(path).jobs
+    assert not psutil.pid_exists(job) or psutil.Process(job).status() == psutil.STATUS_ZOMBIE
+    assert _runs(tmp_path, "plate") == 1  # never run a second time
+    assert (plate.status, plate.failure_kind, plate.exit_code) == ("failed", "OutcomeUnknown",
+                                                                    None)
+    assert "exit status is unknown" in plate.error and "restart-failed" in plate.error
+    assert "it is not run again" in log.read_text()
+    assert after.status == "success" and not result.ok
+
+
+def test_a_failed_attempt_a_dead_runner_left_is_retried_as_it_would_have_been(tmp_path):
+    """A job with retries whose runner died during its failing first attempt: resume records
+    that attempt and makes the next one (the retries were lost)."""
+    path = _queue(tmp_path, [_gated("plate", tmp_path, '[ "$(wc -l < plate.runs)" -ge 2 ]',
+                                    retries=2)])
+    ref = start_runner(path)
+    wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+    os.kill(ref.pid, signal.SIGKILL)
+    reap(ref.pid)
+    (tmp_path / "go").write_text("")
+    left = load_queue(path).jobs[0]
+    wait_until(lambda: examine(left).state == "finished", what="the keeper's record")
+    from spacrq.queue.adopt import unwatched
+    assert "makes the next attempt (2 retries left)" in unwatched(left, str(path))
+    result = resume_queue(path)
+    plate = load_queue(path).jobs[0]
+    assert result.ok and (plate.status, plate.attempts, plate.exit_code) == ("success", 2, 0)
+    assert _runs(tmp_path, "plate") == 2
+    text = Path(plate.log_path).read_text()
+    assert "recorded as attempt 1's outcome" in text and "# attempt 1 failed" in text
+
+
+def test_a_runner_that_died_waiting_to_retry_leaves_the_retry_to_resume(tmp_path):
+    path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path), retries=1,
+                                 retry_delay=0.5, settings={"argv": [
+                                     "sh", "-c", 'echo run >> plate.runs; '
+                                                 '[ "$(wc -l < plate.runs)" -ge 2 ]']})])
+    ref = start_runner(path)
+    log = lambda: Path(load_queue(path).jobs[0].log_path or tmp_path / "none")  # noqa: E731
+    wait_until(lambda: log().is_file() and "retrying in 0.5s" in log().read_text(),
+               what="the runner to wait before its retry")
+    os.kill(ref.pid, signal.SIGKILL)
+    reap(ref.pid)
+    result = resume_queue(path)
+    plate = load_queue(path).jobs[0]
+    assert result.ok and (plate.status, plate.attempts) == ("success", 2)
+    assert _runs(tmp_path, "plate") == 2
+
+
+def test_a_failed_attempt_with_no_retry_left_stays_failed_when_recorded(tmp_path):
+    path = _queue(tmp_path, [_gated("plate", tmp_path, "exit 4", retries=1)])
+    ref = start_runner(path)
+    wait_until(lambda: _runs(tmp_path, "plate") == 1 and pid_in(tmp_path / "plate.pid"),
+               what="the job to start")
+    (tmp_path / "go").write_text("")
+    wait_until(lambda: _runs(tmp_path, "plate") == 2, what="its retry")
+    os.kill(ref.pid, signal.SIGKILL)  # during its second (last) attempt, or just after
+    reap(ref.pid)
+    result = resume_queue(path)
+    plate = load_queue(path).jobs[0]
+    assert not result.ok and (plate.status, plate.attempts, plate.exit_code) == ("failed", 2, 4)
+    assert _runs(tmp_path, "plate") == 2
+
+
+def test_a_recorded_pid_now_held_by_a_process_outside_its_own_session_is_not_adopted(tmp_path):
+    """The pid in a job's exit record, reused within a second by a process that does not
+    lead its session (every job does, for its whole life), is not the job: not adopted."""
+    import json
+    import subprocess
+    path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
+    other = subprocess.Popen(["sleep", "30"])  # (in this test's session: it leads none)
+    try:
+        queue = load_queue(path)
+        plate = queue.jobs[0]
+        plate.status, plate.started = "running", "2026-12-02T01:00:00+00:00"
+        plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
+        (tmp_path / "night_logs").mkdir(exist_ok=True)
+        Path(plate.log_path).write_text("")
+        start = {"key": plate.started, "job": "plate", "supervisor": 0, "pid": other.pid,
+                 "started": psutil.Process(other.pid).create_time()}
+        Path(exit_record_path(plate.log_path)).write_text(json.dumps(start) + "\n")
+        record = examine(plate)
+        assert record.state == "unknown", record
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_logs_folder_replaced_by_a_link_mid_run_is_never_written_through(tmp_path):
+    """The logs folder moved away and a symbolic link put in its place while a job runs:
+    nothing more is written through the link (no new journal, log, runner record, report
+    or rescue copy); the queue stops after that job, its file holding the whole state;
+    with the folder put back, resume runs the rest and never the finished job again."""
+    path = _queue(tmp_path, [_gated("plate", tmp_path),
+                             Job(module="command", id="two", settings={"argv": ["true"]}),
+                             Job(module="command", id="three", settings={"argv": ["true"]})])
+    ref = start_runner(path)
+    wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+    logs, moved, elsewhere = tmp_path / "night_logs", tmp_path / "moved", tmp_path / "elsewhere"
+    logs.rename(moved)
+    elsewhere.mkdir()
+    logs.symlink_to(elsewhere)
+    (tmp_path / "go").write_text("")
+    reap(ref.pid)
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    queue = load_queue(path)
+    assert [j.status for j in queue.jobs] == ["success", "not_run", "not_run"]
+    assert "symbolic link" in queue.stopped_reason and "resume" in queue.stopped_reason
+    logs.unlink()
+    elsewhere.rmdir()
+    moved.rename(logs)
+    result = resume_queue(path)
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 3
+    assert _runs(tmp_path, "plate") == 1
