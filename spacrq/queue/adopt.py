@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import psutil
+
 from spacrq.modules import ModuleError
 from spacrq.procs import ProcessRef, is_alive, stop_group
 from spacrq.queue.control import Control
@@ -72,7 +74,7 @@ def examine(job: Job) -> Record:
     # (a job leads its own session for as long as it lives: a process that does not is
     # another one that was given its pid, however close its start time)
     alive = bool(start) and record.ref is not None and record.ref.alive() \
-        and _leads_session(record.ref.pid)
+        and is_job_process(record.ref.pid, job)
     if record.exit_code is not None and not alive:
         record.state = FINISHED
     elif alive:
@@ -90,11 +92,20 @@ def examine(job: Job) -> Record:
     return record
 
 
-def _leads_session(pid: int) -> bool:
+def is_job_process(pid: int, job: Job) -> bool:
+    """Whether the live process ``pid`` is ``job``'s: it leads its own session, as every job
+    does for its whole life, and carries the job's id and log in its environment, as every
+    job is started with.  A pid and a start time alone can be written into a file by
+    anyone, and name any process (a reused pid, or one picked from ``/proc``): such a
+    process is never adopted, nor stopped.  (A job that replaced its whole environment
+    is not recognised after its runner died: its outcome is then unknown.)"""
     try:
-        return os.getsid(pid) == pid
-    except OSError:
+        if os.getsid(pid) != pid:
+            return False
+        env = psutil.Process(pid).environ()
+    except (OSError, psutil.Error):
         return False
+    return env.get("SPACRQ_JOB_ID") == job.id and env.get("SPACRQ_JOB_LOG") == job.log_path
 
 
 def unwatched(job: Job, file: str) -> str:
@@ -181,7 +192,8 @@ def note(job: Job, text: str) -> None:
 def stop_legacy_orphan(job: Job, grace: float) -> str:
     """A queue run before supervisors recorded only the job's pid: stop it before rerunning."""
     ref = ProcessRef.from_dict(job.process)
-    if ref is not None and is_alive(ref.pid, ref.started or None):
+    if ref is not None and is_alive(ref.pid, ref.started or None) \
+            and is_job_process(ref.pid, job):
         return stop_group(ref.pid, grace, started=ref.started or None)
     return ""
 

@@ -214,6 +214,7 @@ def _nothing_left(path: str, queue: Queue, retry_failed: bool) -> int | None:
 
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
+    _refuse_linked(path)
     if not args.detach:  # the command becomes its runner's keeper (spacrq.queue.keeper)
         run_kept(logs_dir(Path(path).resolve()))
     # one sentence now for a file that cannot be run (and a dead runner's journal folded)
@@ -335,7 +336,14 @@ def _print_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    _load(args.file)
+    _refuse_linked(args.file)
+    try:
+        _load(args.file)
+    except CliError:
+        # a file a runner runs, garbled meanwhile: the night can still be stopped (the
+        # request goes to the logs folder; the runner writes its whole state over the file)
+        if not runner_holds(logs_dir(args.file)):
+            raise
     state = runner_state(args.file)
     if not state or not state.get("alive"):
         print("no runner is running this queue; nothing to stop")

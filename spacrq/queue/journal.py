@@ -8,6 +8,7 @@ never folded into the file, so one bad line costs only itself.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Mapping
@@ -101,6 +102,37 @@ def apply_transition(queue: Queue, record: Any, index: dict[str, Job] | None = N
     return True
 
 
+#: How a journal is opened: never through a link, never waiting on a FIFO in its place.
+_SAFE = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def journal_problem(file: str | os.PathLike) -> str:
+    """One sentence when ``file`` (a journal) is in the way — a symbolic link, a FIFO, a
+    device, a folder — else '' (a regular file, or none): such a journal is neither read
+    nor written, nor emptied (an empty-the-journal through a link emptied its target)."""
+    try:
+        st = os.lstat(file)
+    except OSError:
+        return ""
+    if stat.S_ISREG(st.st_mode):
+        return ""
+    what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+            "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+    return (f"the queue's journal {file} is {what}; spacrq neither reads nor writes it there "
+            "(never through a link, never waiting on a pipe): move it away")
+
+
+def open_journal_file(file: str | os.PathLike, flags: int) -> int:
+    """``file`` opened with ``flags``, only if it is a regular file (see :func:`journal_problem`).
+
+    :raises OSError: it is something else, or cannot be opened."""
+    fd = os.open(file, flags | _SAFE, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, journal_problem(file) or f"{file} is not a regular file: move it away")
+    return fd
+
+
 def _journal_files(path: str | os.PathLike) -> list[Path]:
     files = []
     old = legacy_logs_dir(path)
@@ -120,6 +152,9 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
     index = {job.id: job for job in queue.jobs}
     applied = 0
     for journal in _journal_files(path):
+        problem = journal_problem(journal)
+        if problem:  # (it may hold transitions the file is behind: nothing is read past it)
+            raise QueueError(f"{problem}, then run the command again")
         tail = JsonlTail(journal)
         skipped, reason = 0, ""
         try:
@@ -154,7 +189,7 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
 def last_journal_seq(path: str | os.PathLike) -> int:
     """The seq of the journal's last complete, well-formed line (read from its tail only)."""
     try:
-        with open(journal_path(path), "rb") as handle:
+        with open(open_journal_file(journal_path(path), os.O_RDONLY), "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - 65536))
@@ -198,8 +233,7 @@ class Journal:
         self.file.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.seq = max(queue.journal_seq, last_journal_seq(path))
-        self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                           | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        self._fd = open_journal_file(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._unsynced = False
         self._syncer: _Syncer | None = None  # the thread of flush_behind, once used
         self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is

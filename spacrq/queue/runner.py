@@ -38,7 +38,8 @@ from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
 from spacrq.queue.summary import Progress, QueueResult
-from spacrq.runfiles import RunFileError, append_jsonl, ask, clear, read_json, write_json
+from spacrq.runfiles import (CONTROL_FILE, RunFileError, append_jsonl, ask, clear, read_json,
+                             write_json)
 
 __all__ = ["start_runner", "runner_state", "request_stop", "logs_dir", "serve",
            "RUNNER_FILE", "LOCK_FILE"]
@@ -325,7 +326,12 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     info = _RunnerFile(target, keeper)
     try:
         queue, key = load_for_run(target, resume, retry_failed)
-        clear(logs_dir(target))
+        try:
+            clear(logs_dir(target))
+        except OSError as exc:  # (a folder in its place: read as nothing asked, and said)
+            print(f"spacrq: could not remove the old request {logs_dir(target) / CONTROL_FILE}"
+                  f" ({exc.strerror or exc}); a control file that cannot be read asks nothing: "
+                  "move it away to ask this runner to stop", file=sys.stderr, flush=True)
         info.write()
         _history(target, "started", resume=bool(resume or retry_failed))
         result = run_queue(queue, target, on_error=on_error,

@@ -37,11 +37,13 @@ from __future__ import annotations
 import copy
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
-                                  last_journal_seq, replay_journal, transition_problem)
+                                  journal_problem, last_journal_seq, open_journal_file,
+                                  replay_journal, transition_problem)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
                                  logs_dir, runner_names)
 from spacrq.queue.locks import runner_holds
@@ -151,11 +153,27 @@ def open_queue(path: str | os.PathLike) -> Queue:
             queue = load_queue(path)
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
-            os.truncate(journal_path(path), 0)
+            _empty_journal(path, kept=any(journal_path(path).name in w and "skipped" in w
+                                          for w in queue.warnings))
     except (QueueError, OSError) as exc:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
     return queue
+
+
+def _empty_journal(path: str | os.PathLike, kept: bool) -> None:
+    """Empty the journal just folded into the file (never through a link: see
+    :func:`journal_problem`); with ``kept`` (lines of it could not be applied) it is moved
+    aside instead, named by the time, so what was skipped stays for the operator to read."""
+    journal = journal_path(path)
+    if kept:
+        os.replace(journal, journal.with_name(f"journal.skipped-{int(time.time())}.jsonl"))
+        return
+    fd = open_journal_file(journal, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def save_queue(queue: Queue, path: str | os.PathLike) -> Path:

@@ -599,3 +599,51 @@ def test_a_logs_folder_replaced_by_a_link_mid_run_is_never_written_through(tmp_p
     result = resume_queue(path)
     assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 3
     assert _runs(tmp_path, "plate") == 1
+
+
+@pytest.mark.parametrize("forged", ["queue_file", "exit_record"])
+def test_a_forged_pid_never_makes_resume_adopt_or_stop_another_process(tmp_path, forged):
+    """A queue file (or exit record) naming some other process — pid and start time read from
+    /proc, a session of its own — is not the job: resume neither adopts nor stops it."""
+    import json
+    import subprocess
+    path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        started = psutil.Process(other.pid).create_time()
+        doc = json.loads(path.read_text())
+        entry = doc["jobs"][0]
+        entry.update(status="running", started="2026-12-02T01:00:00+00:00",
+                     log_path=str(tmp_path / "night_logs" / "01_plate.log"))
+        if forged == "queue_file":
+            entry["process"] = {"pid": other.pid, "started": started}
+        else:
+            (tmp_path / "night_logs").mkdir(exist_ok=True)
+            Path(exit_record_path(entry["log_path"])).write_text(json.dumps(
+                {"key": entry["started"], "job": "plate", "supervisor": 0, "pid": other.pid,
+                 "started": started}) + "\n")
+        path.write_text(json.dumps(doc))
+        result = resume_queue(path)
+        assert other.poll() is None  # untouched
+        assert result.ok and load_queue(path).jobs[0].status == "success"  # run afresh
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_resume_never_writes_to_a_log_path_outside_the_logs_folder(tmp_path):
+    import json
+    path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
+    victim = tmp_path / "elsewhere" / "victim.log"
+    victim.parent.mkdir()
+    victim.write_text("mine\n")
+    doc = json.loads(path.read_text())
+    doc["jobs"][0].update(status="running", started="2026-12-02T01:00:00+00:00",
+                          log_path=str(victim))
+    path.write_text(json.dumps(doc))
+    result = resume_queue(path)
+    assert victim.read_text() == "mine\n"
+    plate = load_queue(path).jobs[0]
+    assert result.ok and plate.status == "success"
+    assert Path(plate.log_path).parent == tmp_path / "night_logs"
+    assert "is not in the queue's logs folder" in plate.lost_runs[-1]["why"]

@@ -67,6 +67,49 @@ def test_a_hostile_journal_line_is_skipped_with_a_warning_and_never_folded(tmp_p
         assert any("skipped" in w for w in loaded.warnings), loaded.warnings
 
 
+def test_skipped_journal_lines_are_kept_aside_when_the_journal_is_folded(tmp_path):
+    queue, path = _queue(tmp_path)
+    journal_path(path).parent.mkdir(exist_ok=True)
+    journal_path(path).write_bytes(as_lines(GOOD_LINE, b"\xff not a line"))
+    assert open_queue(path).jobs[0].status == "success"
+    kept = list(logs_dir(path).glob("journal.skipped-*.jsonl"))
+    assert len(kept) == 1 and b"\xff not a line" in kept[0].read_bytes()
+    assert not journal_path(path).exists() or journal_path(path).stat().st_size == 0
+
+
+def test_a_linked_journal_is_never_emptied_nor_read_through(tmp_path, capsys):
+    """``journal.jsonl`` a symbolic link to some other file: no command reads or empties it
+    (folding a journal emptied the link's target: a read-only ``status`` emptied it)."""
+    queue, path = _queue(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("".join(f"line {i}\n" for i in range(1000)))
+    journal_path(path).parent.mkdir(exist_ok=True)
+    journal_path(path).symlink_to(victim)
+    for command in ("status", "validate", "run", "resume"):
+        _sentence(capsys, ["queue", command, str(path)], "is a symbolic link")
+    with pytest.raises(QueueError, match="move it away"):
+        load_queue(path)
+    assert victim.read_text().count("line") == 1000
+    assert journal_path(path).is_symlink()  # left as it is, for the operator to move away
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_pipe_or_a_device_in_the_journals_place_never_hangs_a_run(tmp_path, kind):
+    import os
+    queue, path = _queue(tmp_path)
+    journal_path(path).parent.mkdir(exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(journal_path(path))
+    else:
+        journal_path(path).symlink_to("/dev/zero")
+    for command in ("run", "resume", "status"):
+        proc = subprocess.run([sys.executable, "-m", "spacrq", "queue", command, str(path)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2 and "move it away" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert json.loads(path.read_text())["jobs"][0]["status"] == "pending"
+
+
 @pytest.mark.parametrize("line", [
     {"seq": 2, "job": "b", "set": {"status": "exploded"}},
     {"seq": 2, "job": "b", "set": {"exit_code": "zero"}},
@@ -162,3 +205,43 @@ def test_a_file_in_place_of_the_logs_folder_is_one_sentence_and_exit_2(tmp_path,
     before = path.read_bytes()
     _sentence(capsys, ["queue", argv[0], str(path), *argv[1:]], str(logs_dir(path)))
     assert path.read_bytes() == before
+
+
+def test_a_folder_in_place_of_the_control_file_is_nothing_asked(tmp_path):
+    queue, path = _queue(tmp_path)
+    (logs_dir(path) / "control.json").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-m", "spacrq", "queue", "run", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert [j.status for j in load_queue(path).jobs] == ["success", "success"]
+
+
+def test_run_resume_and_stop_refuse_a_linked_queue_file(tmp_path, capsys):
+    queue, path = _queue(tmp_path)
+    (tmp_path / "here").mkdir()
+    link = tmp_path / "here" / "n.queue.json"
+    link.symlink_to(path)
+    for command in ("run", "resume", "stop"):
+        _sentence(capsys, ["queue", command, str(link)], "symbolic link")
+    assert [j.status for j in load_queue(path).jobs] == ["pending", "pending"]
+    assert not (tmp_path / "here" / "n_logs").exists() and not logs_dir(path).exists()
+
+
+def test_a_garbled_file_under_a_live_runner_can_still_be_stopped(tmp_path, capsys):
+    from spacrq.queue.runner import start_runner
+    from waiting import reap, wait_until
+    queue = Queue(name="night")
+    for jid in "abc":
+        queue.add(Job(module="command", id=jid, settings={"argv": ["sleep", "0.5"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: load_queue(path).jobs[0].status == "running", what="the first job")
+        path.write_bytes(b"\xff\xfe garbled")
+        assert main(["queue", "stop", str(path)]) == 0
+        assert "stop after the running job" in capsys.readouterr().out
+    finally:
+        reap(ref.pid)
+    statuses = [j.status for j in load_queue(path).jobs]
+    assert statuses.count("success") < 3 and "not_run" in statuses

@@ -485,10 +485,11 @@ def test_an_end_line_beside_a_job_still_running_is_not_its_end(tmp_path):
     must not make resume record it finished and start the next job beside it."""
     from spacrq.procs import ProcessRef
     from spacrq.queue.adopt import RUNNING, examine
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)  # (as a job runs)
+    log = tmp_path / "01_a.log"
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True,  # (as a job runs)
+                               env=dict(os.environ, SPACRQ_JOB_ID="a", SPACRQ_JOB_LOG=str(log)))
     try:
         ref = ProcessRef.of(sleeper.pid)
-        log = tmp_path / "01_a.log"
         Path(exit_record_path(str(log))).write_text(
             json.dumps({"key": "k", "pid": ref.pid, "started": ref.started}) + "\n"
             + json.dumps({"key": "k", "exit_code": 0}) + "\n")
