@@ -147,7 +147,8 @@ def loads(data: bytes | bytearray | memoryview | str, *, where: str | os.PathLik
 
     Refused, each with a sentence naming ``where``: bytes that are not UTF-8,
     anything that is not JSON, ``NaN``/``Infinity`` and numbers beyond a
-    double (``1e400``), and nesting deeper than ``max_depth``.
+    double (``1e400``), and nesting deeper than ``max_depth``.  An integer beyond 64 bits
+    (none of spacrq's own fields can hold one) is read as the nearest double.
 
     :raises RunFileError: for each of those.
     """

@@ -98,7 +98,9 @@ def test_concurrent_appends_never_interleave(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.integers(), max_size=3), max_size=20),
+@given(st.lists(st.dictionaries(st.text(max_size=5),  # (integers past 64 bits read as doubles)
+                                st.integers(min_value=-2**63, max_value=2**64 - 1),
+                                max_size=3), max_size=20),
        st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30))
 def test_tail_over_arbitrary_write_splits_sees_every_record_once(tmp_path_factory, records, cuts):
     path = tmp_path_factory.mktemp("t") / "j.jsonl"

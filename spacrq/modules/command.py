@@ -90,13 +90,33 @@ def validate(settings: dict) -> list[Problem]:
                                 "a list, with the program installed.", setting="argv"))
     cwd = settings.get("cwd")
     if cwd and not os.path.isdir(os.path.expanduser(str(cwd))):
-        problems.append(Problem("", ERROR, f"working folder {cwd} does not exist",
+        what = ("is a file, not a folder" if os.path.exists(os.path.expanduser(str(cwd)))
+                else "does not exist")
+        problems.append(Problem("", ERROR, f"working folder {cwd} {what}",
                                 "Create it, or correct cwd.", setting="cwd"))
     env = settings.get("env")
     if env not in (None, "") and not isinstance(env, dict):
         problems.append(Problem("", ERROR, "env must be an object of NAME: value",
                                 'Write it like {"OMP_NUM_THREADS": "4"}.', setting="env"))
+    elif isinstance(env, dict):
+        problems += [Problem("", ERROR, problem, "Name each variable with letters, digits and "
+                             "'_', e.g. OMP_NUM_THREADS.", setting="env")
+                     for problem in env_problems(env)]
     return problems + path_problems(settings)
+
+
+def env_problems(env: object) -> list[str]:
+    """Why variables of an environment (a job's, or a command's) could not be set: the job
+    failed at its start, exit 127, for a name ``validate`` had let through."""
+    out = []
+    for name, value in (env.items() if isinstance(env, dict) else ()):
+        name = str(name)
+        if not name or "=" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+            out.append(f"the environment variable name {name!r} cannot be set (empty, or "
+                       "holding '=' or a control character)")
+        elif "\0" in str(value):
+            out.append(f"the environment variable {name} has a NUL character in its value")
+    return out
 
 
 def command_env(settings: dict, base: dict | None = None) -> dict[str, str]:

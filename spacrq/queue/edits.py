@@ -262,6 +262,11 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
                                                                 else "")
             raise EditMissing(f"job {job_id!r} is not in {path.name} (never there, removed, or "
                               f"the file was replaced); its jobs are: {known or 'none'}")
+        shared = sum(1 for j in queue.jobs if j.id == job_id)
+        if shared > 1:  # (which one is meant cannot be told: none is changed)
+            raise EditInvalid(f"{shared} jobs of {path.name} share the id {job_id!r}, so which "
+                              "one to change cannot be told; give each its own id (spacrq "
+                              "queue validate lists them), then edit again")
         if job.status == STATUS_RUNNING and not runner_holds(logs_dir(path)):
             raise EditRefused(f"job {job.id} was left running by a runner that is gone; "
                               f"'spacrq queue resume {path}' records, adopts or reruns it, "

@@ -57,6 +57,17 @@ RUN_FIELDS: tuple[str, ...] = ("status", "started", "finished", "exit_code", "er
 MAX_LOST_RUNS, MAX_LOST_TEXT = 1000, 2000
 
 
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in the words of JSON (not Python's type names)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds = ((str, "a string"), (int, "a number"), (float, "a number"), (list, "a list"),
+             (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a value")
+
 def lost_runs_ok(value: Any) -> bool:
     """Whether ``value`` is a job's ``lost_runs``: objects with a text ``started`` (and ``why``)."""
     return isinstance(value, list) and len(value) <= MAX_LOST_RUNS and all(
@@ -113,7 +124,7 @@ def _str_list(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)) and all(
             isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
-    raise QueueError(f"expected a list of strings, got a {type(value).__name__}")
+    raise QueueError(f"expected a list of strings, got {json_kind(value)}")
 
 
 _TEXT_FIELDS = ("label", "status", "started", "finished", "error", "log_path", "cwd",
@@ -271,7 +282,7 @@ class Job:
         """
         entry = "a job entry" if at is None else f"job entry {at}"
         if not isinstance(data, Mapping):
-            raise QueueError(f"{entry} is a {type(data).__name__}, not an object; each entry "
+            raise QueueError(f"{entry} is {json_kind(data)}, not an object; each entry "
                              'of "jobs" must look like {"module": ..., "settings": ...}')
         raw_id = data.get("id")
         if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
@@ -288,7 +299,7 @@ class Job:
             raise QueueError(f"{where} has status {status!r}; use one of {', '.join(ALL_STATUSES)}")
         settings = data.get("settings") or ""
         if not isinstance(settings, (str, dict)):
-            raise QueueError(f'{where} has "settings" of type {type(settings).__name__}; give a '
+            raise QueueError(f'{where} has "settings" that is {json_kind(settings)}; give a '
                              "settings file path or an object of settings")
         overrides = data.get("overrides") or []
         if isinstance(overrides, str):
@@ -588,7 +599,7 @@ class Queue:
         :raises QueueError: one sentence: what is wrong and the fix.
         """
         if not isinstance(data, Mapping):
-            raise QueueError(f"a queue file must hold an object, not a {type(data).__name__}; "
+            raise QueueError(f"a queue file must hold an object, not {json_kind(data)}; "
                              'it looks like {"spacr_queue": 1, "jobs": [...]}')
         version = data.get("spacr_queue", QUEUE_FORMAT)
         try:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spacrq.modules import BUILTIN_MODULES, ModuleError, ModuleSpec, registry, resolve_module
+from spacrq.modules.command import env_problems
 from spacrq.modules.spacr import is_spacr
 from spacrq.problems import ERROR, WARNING, Problem, format_problems
 from spacrq.queue.model import (STATUS_PENDING, Job, Queue, QueueError, dependency_problems,
@@ -152,6 +153,12 @@ def validate_job(job: Job, queue: Queue | None = None,
         return problems + [Problem(jid, ERROR, f"unknown module {job.module!r}",
                                    f"Use one of: {', '.join(sorted(modules.names))} "
                                    f"(python -m spacrq.run --list){hint}.")] + deps
+    for problem in env_problems(job.env):
+        problems.append(Problem(jid, ERROR, problem, "Name each variable with letters, digits "
+                                "and '_' (its value after '='), e.g. --env OMP_NUM_THREADS=4."))
+    if job.retries < 0:
+        problems.append(Problem(jid, ERROR, f"retries {job.retries} is negative",
+                                "Give how many times to run it again after a failure: 0 or more."))
     if job.timeout is not None and job.timeout <= 0:
         problems.append(Problem(jid, ERROR, f"timeout {job.timeout} is not a positive number "
                                 "of seconds", "Give a positive timeout, or none."))
@@ -166,7 +173,9 @@ def validate_job(job: Job, queue: Queue | None = None,
         return problems + [Problem(jid, ERROR, str(exc), "Fix the settings file or the "
                                    "override, then validate again.")] + deps
     if job.cwd and not os.path.isdir(os.path.expanduser(job.cwd)):
-        problems.append(Problem(jid, ERROR, f"working folder {job.cwd} does not exist",
+        what = ("is a file, not a folder" if os.path.exists(os.path.expanduser(job.cwd))
+                else "does not exist")
+        problems.append(Problem(jid, ERROR, f"working folder {job.cwd} {what}",
                                 "Create it, or change the job's cwd."))
     roots: list[str] | None = None
     for found in spec.check(settings):

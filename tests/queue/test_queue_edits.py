@@ -316,3 +316,16 @@ def test_add_job_refuses_a_job_that_cannot_run_and_writes_nothing(tmp_path):
     with pytest.raises(EditInvalid, match="Not added"):
         add_job(path, Job(module="command", settings={"argv": ["no-such-program-spacrq"]}))
     assert path.read_bytes() == before
+
+
+def test_an_id_two_jobs_share_is_never_edited(tmp_path):
+    """Duplicate ids (a hand-edited file): edit changed the first of them and said so."""
+    import json
+    path = _queue(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["jobs"].append(dict(doc["jobs"][0], label="the other"))
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    with pytest.raises(EditInvalid, match="share the id"):
+        edit_job(path, doc["jobs"][0]["id"], {"label": "x"})
+    assert path.read_bytes() == before

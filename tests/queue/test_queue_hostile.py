@@ -245,3 +245,17 @@ def test_a_garbled_file_under_a_live_runner_can_still_be_stopped(tmp_path, capsy
         reap(ref.pid)
     statuses = [j.status for j in load_queue(path).jobs]
     assert statuses.count("success") < 3 and "not_run" in statuses
+
+
+def test_a_key_twice_in_one_object_is_refused_before_anything_is_lost(tmp_path, capsys):
+    """``"jobs"`` twice: JSON keeps the last list, so validate passed and the next save
+    lost the first list's jobs, silently."""
+    path = tmp_path / "night.queue.json"
+    path.write_text('{"spacr_queue": 1, "jobs": [{"id": "first", "module": "command", '
+                    '"settings": {"argv": ["true"]}}], "jobs": [{"id": "a", "module": '
+                    '"command", "settings": {"argv": ["true"]}}]}')
+    before = path.read_bytes()
+    for argv in (["queue", "validate", str(path)], ["queue", "run", str(path)],
+                 ["queue", "add", str(path), "command", "--", "true"]):
+        _sentence(capsys, argv, 'has the key "jobs" twice')
+    assert path.read_bytes() == before

@@ -211,3 +211,31 @@ def test_an_unknown_module_says_spacrs_steps_come_with_spacr_when_it_is_missing(
     with pytest.raises(QueueError) as caught:
         add_checked(Queue(), Job(module="maks", id="m"))
     assert "once spaCR is installed" not in str(caught.value)
+
+
+@pytest.mark.parametrize("where", ["job", "settings"])
+@pytest.mark.parametrize("name", ["A=B", "", "A\x01"])
+def test_an_environment_variable_that_cannot_be_set_is_a_validation_error(tmp_path, where, name):
+    """A name with '=' (or empty, or a control character) passed validate and failed the
+    job at its start, exit 127: it is caught when the job is added or validated."""
+    from spacrq.queue import Job, Queue, validate_queue
+    job = Job(module="command", id="a", settings={"argv": ["true"]})
+    if where == "job":
+        job.env = {name: "x"}
+    else:
+        job.settings["env"] = {name: "x"}
+    queue = Queue(name="night")
+    queue.add(job, validate=False)
+    errors = [p for p in validate_queue(queue) if p.is_error]
+    assert any("cannot be set" in p.message for p in errors), errors
+
+
+def test_negative_retries_and_a_file_as_working_folder_are_named(tmp_path):
+    from spacrq.queue import Job, Queue, validate_queue
+    (tmp_path / "f").write_text("")
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", retries=-1, cwd=str(tmp_path / "f"),
+                  settings={"argv": ["true"]}), validate=False)
+    messages = [p.message for p in validate_queue(queue) if p.is_error]
+    assert any("retries -1 is negative" in m for m in messages), messages
+    assert any("is a file, not a folder" in m for m in messages), messages
