@@ -157,6 +157,9 @@ def _whole(data: Mapping[str, Any], name: str, where: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise QueueError(f'{where} has a "{name}" that is not a whole number '
                          f"({_short(value)}); fix it or delete the field")
+    if value < 0:
+        raise QueueError(f'{where} has "{name}": {value}, which is negative; give 0 or more, '
+                         "or delete the field")
     return value
 
 
@@ -621,6 +624,8 @@ class Queue:
             if isinstance(mcf, (bool, float)) and not (isinstance(mcf, float) and mcf.is_integer()):
                 raise TypeError
             mcf = None if mcf is None else int(mcf)
+            if mcf is not None and mcf < 0:
+                raise ValueError
         except (TypeError, ValueError, OverflowError):
             raise QueueError(f'"max_consecutive_failures" is {mcf!r}; give a whole number '
                              "(0 turns the check off)") from None

@@ -259,3 +259,13 @@ def test_a_key_twice_in_one_object_is_refused_before_anything_is_lost(tmp_path, 
                  ["queue", "add", str(path), "command", "--", "true"]):
         _sentence(capsys, argv, 'has the key "jobs" twice')
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("field, where", [("retries", "job"), ("attempts", "job"),
+                                          ("max_consecutive_failures", "queue")])
+def test_a_negative_count_in_a_queue_file_is_one_sentence(tmp_path, capsys, field, where):
+    queue, path = _queue(tmp_path)
+    doc = json.loads(path.read_text())
+    (doc["jobs"][0] if where == "job" else doc)[field] = -1
+    path.write_text(json.dumps(doc))
+    _sentence(capsys, ["queue", "validate", str(path)], "-1")
