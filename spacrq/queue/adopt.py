@@ -80,7 +80,7 @@ def examine(job: Job) -> Record:
     elif alive:
         record.end = {}
         record.state = RUNNING
-    elif start and is_alive(start.get("supervisor")):
+    elif start and is_supervisor(start.get("supervisor")):
         record.state = RUNNING  # the job just ended; its supervisor is writing it down
     elif start:
         record.why = "its runner and its supervisor both died before its end was written down"
@@ -108,6 +108,22 @@ def is_job_process(pid: int, job: Job) -> bool:
     return env.get("SPACRQ_JOB_ID") == job.id and env.get("SPACRQ_JOB_LOG") == job.log_path
 
 
+#: The modules a process that records a job's end runs (a runner's keeper, a job supervisor).
+_SUPERVISORS = ("spacrq.queue.keeper", "spacrq.queue.supervise")
+
+
+def is_supervisor(pid: Any) -> bool:
+    """Whether ``pid`` (an exit record's ``supervisor``, recorded without a start time) is
+    still a keeper or a job supervisor: a pid reused by anything else since is not, so a
+    dead job's record is never waited on for a process that will never write it."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or not is_alive(pid):
+        return False
+    try:
+        return any(arg in _SUPERVISORS for arg in psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+
+
 def unwatched(job: Job, file: str) -> str:
     """What became of a job left ``running`` by a runner that is gone, for ``queue status``:
     one sentence with what ``resume`` (of ``file``) will do about it."""
@@ -127,7 +143,7 @@ def unwatched(job: Job, file: str) -> str:
         pid = record.start.get("pid")
         said = (f"still running (process {pid}) with no runner watching it; {resume} adopts "
                 "it: waits for it, and honours Stop and Abort")
-        if not is_alive(record.start.get("supervisor")):
+        if not is_supervisor(record.start.get("supervisor")):
             said += (" (its keeper is gone too, so nothing will learn its exit status: it "
                      "will be failed as of unknown outcome, never run again)")
         return said
@@ -191,6 +207,8 @@ def note(job: Job, text: str) -> None:
 
 def stop_legacy_orphan(job: Job, grace: float) -> str:
     """A queue run before supervisors recorded only the job's pid: stop it before rerunning."""
+    if job.log_path and os.path.lexists(exit_record_path(job.log_path)):
+        return ""  # (not a queue run before exit records: its record said what it knows)
     ref = ProcessRef.from_dict(job.process)
     if ref is not None and is_alive(ref.pid, ref.started or None) \
             and is_job_process(ref.pid, job):

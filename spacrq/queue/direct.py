@@ -360,10 +360,13 @@ class DirectStarter:
         if self._active is not self:
             self._active.lost()
 
-    def settle(self) -> None:
-        """Settle the job before now (:meth:`send` would, first thing)."""
+    def settle(self, now: bool = False) -> None:
+        """Settle the job before now (:meth:`send` would, first thing); with ``now`` its end
+        is written to its exit record at once too, not once the next job has started."""
         if self._active is self:
             self._settle()
+            if now:
+                self._write_down()
 
     def _settle(self) -> None:
         """Reap the job at hand, write its end down, stop what it left (before the next)."""

@@ -513,6 +513,9 @@ class _Run:
                 and not self.control.request())
 
     def _retrying(self, job: Job, kind: str, message: str) -> None:
+        # the failed attempt reaped and written down now, not after the delay: a runner that
+        # dies waiting leaves its keeper nothing to record (it dated the end at its death)
+        self.processes.settle(now=True)
         left = job.retries - job.attempts + 1
         when = f" in {job.retry_delay:g}s" if job.retry_delay else ""
         adopt.note(job, f"# attempt {job.attempts} failed ({kind}: {message}); retrying{when} "
@@ -573,16 +576,17 @@ class _Run:
     def _record_end(self, i: int, job: Job, record: "adopt.Record", adopted: bool = False) -> None:
         """The job ended under its supervisor: its outcome, as the runner would have seen it."""
         code, finished = record.exit_code, str(record.end.get("finished") or "")
+        kind, message = classify_failure(code, job.log_path) if code else ("", "")
         if not adopted:
+            then = ("; the job's next attempt follows" if code and self._may_retry(job, kind)
+                    else ", which is not run again")
             adopt.note(job, f"# spacrq: it ended at {finished} with exit code {code} while no "
-                            f"runner watched; recorded as attempt {job.attempts}'s outcome, "
-                            "which is not run again")
+                            f"runner watched; recorded as attempt {job.attempts}'s outcome{then}")
         folders = record.start.get("folders") or []
         before = record.start.get("before") or {}
         run_status = collect(folders, before) if folders and isinstance(before, dict) else None
         if code == 0:
             return self._succeeded(i, job, run_status, finished)
-        kind, message = classify_failure(code, job.log_path)
         self._attempt_failed(i, job, code, kind, message, finished, run_status)
 
     def _attempt_failed(self, i: int, job: Job, code: int, kind: str, message: str,

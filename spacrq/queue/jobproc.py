@@ -286,7 +286,7 @@ class Supervisor:
     def open_ahead(self, log: str, record: str) -> None:
         pass
 
-    def settle(self) -> None:
+    def settle(self, now: bool = False) -> None:
         pass
 
     def idle(self) -> None:
@@ -450,10 +450,10 @@ class ProcessRunner:
         the supervisor starts jobs itself (:meth:`spacrq.queue.direct.DirectStarter.open_ahead`)."""
         self.supervisor.open_ahead(plan.log_path, plan.record)
 
-    def settle(self) -> None:
-        """The job before, reaped and written down now, where the supervisor starts jobs
-        itself (else when the next one is sent)."""
-        self.supervisor.settle()
+    def settle(self, now: bool = False) -> None:
+        """The job before, reaped now, where the supervisor starts jobs itself (else when
+        the next one is sent); with ``now`` its end written down at once too."""
+        self.supervisor.settle(now)
 
     def let_go_ahead(self) -> None:
         """The job at hand ran a while: what :meth:`open_ahead` opened is let go of."""

@@ -647,3 +647,51 @@ def test_resume_never_writes_to_a_log_path_outside_the_logs_folder(tmp_path):
     assert result.ok and plate.status == "success"
     assert Path(plate.log_path).parent == tmp_path / "night_logs"
     assert "is not in the queue's logs folder" in plate.lost_runs[-1]["why"]
+
+
+def test_a_dead_jobs_record_naming_a_reused_supervisor_pid_is_not_waited_on(tmp_path):
+    """An exit record's ``supervisor`` pid (kept without a start time), reused by some other
+    process: the job, dead with no end written, is of unknown outcome — resume waited for
+    the unrelated process as if it were writing the job's end."""
+    import json
+    import subprocess
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        log = tmp_path / "night_logs" / "01_plate.log"
+        log.parent.mkdir()
+        job = Job(module="command", id="plate", settings={"argv": ["true"]})
+        job.log_path, job.started = str(log), "2026-12-02T01:00:00+00:00"
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        Path(exit_record_path(str(log))).write_text(json.dumps(
+            {"key": job.started, "job": "plate", "supervisor": other.pid, "pid": gone.pid,
+             "started": time.time()}) + "\n")
+        assert examine(job).state == "unknown"
+        from spacrq.queue.adopt import unwatched
+        assert "outcome is unknown" in unwatched(job, "night.queue.json")
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_runner_killed_waiting_to_retry_has_written_down_the_attempt_it_saw_end(tmp_path):
+    """The failed attempt's end is in its exit record, with its real time, before the retry
+    delay begins: a runner killed in the delay left it to its keeper, which dated it at the
+    runner's death and wrote it a second time in the log."""
+    path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path), retries=1,
+                                 retry_delay=30, settings={"argv": ["sh", "-c", "exit 1"]})])
+    ref = start_runner(path)
+    log = lambda: Path(load_queue(path).jobs[0].log_path or tmp_path / "none")  # noqa: E731
+    try:
+        wait_until(lambda: log().is_file() and "retrying in 30s" in log().read_text(),
+                   what="the runner to wait before its retry")
+        ends = [ln for ln in read_jsonl(exit_record_path(str(log()))) if "exit_code" in ln]
+        assert [(e["exit_code"], e.get("recorded_by")) for e in ends] == [(1, None)]
+        keeper = runner_state(path)["keeper"]
+    finally:
+        os.kill(ref.pid, signal.SIGKILL)
+        reap(ref.pid)
+    reap(keeper)  # (it records what its runner left, then ends: here, nothing)
+    assert log().read_text().count("# finished") == 1
+    ends = [ln for ln in read_jsonl(exit_record_path(str(log()))) if "exit_code" in ln]
+    assert len(ends) == 1

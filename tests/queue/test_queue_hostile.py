@@ -256,7 +256,8 @@ def test_a_key_twice_in_one_object_is_refused_before_anything_is_lost(tmp_path, 
                     '"command", "settings": {"argv": ["true"]}}]}')
     before = path.read_bytes()
     for argv in (["queue", "validate", str(path)], ["queue", "run", str(path)],
-                 ["queue", "add", str(path), "command", "--", "true"]):
+                 ["queue", "add", str(path), "command", "--", "true"],
+                 ["queue", "edit", str(path), "a", "--label", "x"]):
         _sentence(capsys, argv, 'has the key "jobs" twice')
     assert path.read_bytes() == before
 
