@@ -496,6 +496,14 @@ class ExperimentsPane(PaneBase):
         self._update_buttons()
         self.set_view(run=run_id)
 
+    def _follow(self, run_id: str) -> None:
+        """The table's current row is ``run_id``'s again after the rows moved (a run's state
+        re-sorted them): else the current row named another run, and a click on that row
+        changed nothing, for the current row had not changed."""
+        current = self.table.currentIndex()
+        if not current.isValid() or current.row() != self.runs.row_of(run_id):
+            self._select(run_id)
+
     def _select(self, run_id: str) -> None:
         row = self.runs.row_of(run_id)
         if row < 0:
@@ -641,6 +649,8 @@ class ExperimentsPane(PaneBase):
             if self._run is None:
                 self._run_id = None
                 self._clear_detail()
+            else:
+                self._follow(self._run_id)
             self._update_buttons()
         run = self._run
         problem = ""
