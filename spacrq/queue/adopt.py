@@ -71,8 +71,6 @@ def examine(job: Job) -> Record:
     record = Record(UNKNOWN, start, end)
     # (an end is written once the job was reaped: one beside a job still running was written
     # by something else — the job itself — and is not its end)
-    # (a job leads its own session for as long as it lives: a process that does not is
-    # another one that was given its pid, however close its start time)
     alive = bool(start) and record.ref is not None and record.ref.alive() \
         and is_job_process(record.ref.pid, job)
     if record.exit_code is not None and not alive:

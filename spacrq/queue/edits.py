@@ -37,8 +37,7 @@ from typing import Any
 from spacrq.queue.model import (RESUMABLE_STATUSES, STATUS_RUNNING, Job, Queue, QueueError)
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.locks import runner_holds
-from spacrq.queue.store import (edit_lock, edit_queue, load_queue, logs_dir,
-                                refuse_duplicate_keys, save_queue)
+from spacrq.queue.store import edit_lock, edit_queue, load_queue, logs_dir, save_queue
 from spacrq.queue.validate import Modules, add_checked, validate_job
 from spacrq.watching import Code
 
@@ -256,8 +255,7 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
     except QueueError as exc:
         raise EditBusy(str(exc)) from None
     try:
-        queue = load_queue(path)
-        refuse_duplicate_keys(path)
+        queue = load_queue(path, unique_keys=True)
         job = queue.find(job_id)
         if job is None:
             known = ", ".join(j.id for j in queue.jobs[:8]) + (", …" if len(queue.jobs) > 8

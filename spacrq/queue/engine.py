@@ -540,12 +540,13 @@ class _Run:
     # -- a job its dead runner left running ---------------------------------------
     def take_over(self, i: int, job: Job) -> None:
         """Record, adopt, or (outcome unknown) rerun a job left ``running``: see :mod:`adopt`."""
-        record = adopt.examine(job) if self.injected is None else adopt.Record(adopt.UNKNOWN)
         if job.log_path and os.path.realpath(os.path.dirname(job.log_path)) \
-                != os.path.realpath(self._root):  # (a file's log_path is never written to)
+                != os.path.realpath(self._root):  # (nor read, nor written to: not the queue's)
             record = adopt.Record(adopt.UNKNOWN, why=f"its log_path {job.log_path} is not in "
                                   f"the queue's logs folder {self._root}")
             job.log_path = ""
+        else:
+            record = adopt.examine(job) if self.injected is None else adopt.Record(adopt.UNKNOWN)
         adopted = record.state == adopt.RUNNING
         if adopted:
             adopt.note(job, f"# spacrq: adopted at {now_iso()} by runner {os.getpid()}: the job "

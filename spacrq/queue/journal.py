@@ -180,6 +180,7 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
             applied += apply_transition(queue, record, index)
         if tail.bad_lines:
             skipped, reason = skipped + tail.bad_lines, tail.last_problem or reason
+        queue.journal_skipped += skipped
         if skipped:
             queue.warnings.append(f"skipped {skipped} line(s) of {journal} that cannot be "
                                   f"applied (the last because {reason}); the rest was applied")

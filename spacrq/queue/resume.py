@@ -14,7 +14,7 @@ from typing import Any
 from spacrq.queue.adopt import resume_override
 from spacrq.queue.engine import run_queue
 from spacrq.queue.model import STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING, STATUS_SKIPPED, Queue
-from spacrq.queue.store import edit_lock, file_key, load_queue, logs_dir, refuse_duplicate_keys
+from spacrq.queue.store import edit_lock, file_key, load_queue, logs_dir
 from spacrq.queue.summary import QueueResult
 from spacrq.queue.validate import Modules
 from spacrq.runfiles import clear
@@ -41,8 +41,7 @@ def load_for_run(path: str | os.PathLike, resume: bool = False,
                  retry_failed: bool = False) -> tuple[Queue, tuple | None]:
     """The queue as its next runner starts it, and the file's key as read (under the edit lock)."""
     with edit_lock(path):
-        queue = load_queue(path)
-        refuse_duplicate_keys(path)
+        queue = load_queue(path, unique_keys=True)
         key = file_key(path)
     if resume or retry_failed:
         prepare_resume(queue, retry_failed)

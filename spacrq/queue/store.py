@@ -67,8 +67,30 @@ def read_queue_document(path: str | os.PathLike) -> Any:
     return _read_document(path)[0]
 
 
-def _read_document(path: str | os.PathLike) -> tuple[Any, int]:
-    """``(parsed document, inode of the file read)``."""
+def _refuse_duplicate_keys(data: bytes, where: str | os.PathLike) -> None:
+    """:raises QueueError: one sentence when an object of ``data`` holds a key twice.
+
+    JSON keeps the last of them, so a queue file with ``"jobs"`` twice (a hand-made
+    merge) loses the first list's jobs at the next save, silently.  Asked for by the
+    commands that load a queue to run or change it, not by every reader: it parses the
+    bytes a second time (about 25 ms for 2000 jobs), after they parsed once strictly."""
+    import json
+
+    def pairs(items: list) -> dict:
+        seen = set()
+        for key, _ in items:
+            if key in seen:
+                raise QueueError(f'{where} has the key "{key}" twice in one object; JSON keeps '
+                                 "only the last, so what the first holds would be lost at the "
+                                 "next save: merge the two, or remove one")
+            seen.add(key)
+        return dict(items)
+    json.loads(data, object_pairs_hook=pairs)
+
+
+def _read_document(path: str | os.PathLike, unique_keys: bool = False) -> tuple[Any, int]:
+    """``(parsed document, inode of the file read)``; with ``unique_keys`` a key twice in
+    one object is refused (see :func:`_refuse_duplicate_keys`)."""
     target = Path(path)
     if target.is_dir():
         raise QueueError(f"{target} is a folder, not a queue file; give the path of a "
@@ -101,15 +123,20 @@ def _read_document(path: str | os.PathLike) -> tuple[Any, int]:
         raise QueueError(f"{target} is not a text file; a queue file is JSON like "
                          '{"spacr_queue": 1, "jobs": [...]}') from None
     try:
-        return loads(data, where=target), st.st_ino
+        document = loads(data, where=target)
     except RunFileError as exc:
         raise QueueError(str(exc)) from None  # it names the line and column where it broke
+    if unique_keys:
+        _refuse_duplicate_keys(data, target)
+    return document, st.st_ino
 
 
 # -- loading and saving ---------------------------------------------------------
 
-def load_queue(path: str | os.PathLike) -> Queue:
-    """The queue in ``path`` with every journalled transition applied (reads only).
+def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
+    """The queue in ``path`` with every journalled transition applied (reads only); with
+    ``unique_keys`` (a command that runs or changes it) a key twice in one object is
+    refused, before a save could lose the first.
 
     A runner may checkpoint while this reads (replace the file, then empty
     the journal); a file that was replaced between reading it and reading the
@@ -119,7 +146,7 @@ def load_queue(path: str | os.PathLike) -> Queue:
     """
     queue = None
     for _ in range(20):
-        document, inode = _read_document(path)
+        document, inode = _read_document(path, unique_keys)
         if isinstance(document, dict) and "jobs" not in document \
                 and "spacr_queue" not in document:
             raise QueueError(f'{path} is not a queue file: it holds neither "jobs" nor '
@@ -135,30 +162,6 @@ def load_queue(path: str | os.PathLike) -> Queue:
     return queue
 
 
-def refuse_duplicate_keys(path: str | os.PathLike) -> None:
-    """:raises QueueError: one sentence when an object of the file holds a key twice.
-
-    JSON keeps the last of them, so a queue file with ``"jobs"`` twice (a hand-made
-    merge) loses the first list's jobs at the next save, silently.  Asked by the
-    commands that load a queue to run or change it, not by every reader: it parses the
-    file a second time (about 25 ms for 2000 jobs)."""
-    import json
-
-    def pairs(items: list) -> dict:
-        seen = set()
-        for key, _ in items:
-            if key in seen:
-                raise QueueError(f'{path} has the key "{key}" twice in one object; JSON keeps '
-                                 "only the last, so what the first holds would be lost at the "
-                                 "next save: merge the two, or remove one")
-            seen.add(key)
-        return dict(items)
-    try:
-        json.loads(Path(path).read_bytes(), object_pairs_hook=pairs)
-    except (OSError, ValueError, RecursionError):
-        pass  # (read_queue_document has said, or will say, what else is wrong with it)
-
-
 def open_queue(path: str | os.PathLike) -> Queue:
     """:func:`load_queue` for a command: a journal left by a dead runner is folded in first.
 
@@ -167,38 +170,42 @@ def open_queue(path: str | os.PathLike) -> Queue:
     Never while a runner holds the queue (its journal is live), and a fold
     that cannot be written leaves everything as it was.
     """
-    queue = load_queue(path)
-    refuse_duplicate_keys(path)
+    queue = load_queue(path, unique_keys=True)
     if not journal_has_lines(path) or runner_holds(logs_dir(path)):
         return queue
     try:
         with edit_lock(path):
             if runner_holds(logs_dir(path)):
                 return queue
-            queue = load_queue(path)
+            queue = load_queue(path, unique_keys=True)
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
-            _empty_journal(path, kept=any(journal_path(path).name in w and "skipped" in w
-                                          for w in queue.warnings))
+            kept = _empty_journal(path, keep=queue.journal_skipped > 0)
+            if kept is not None:
+                queue.warnings.append(f"the journal, lines that could not be applied "
+                                      f"included, is kept as {kept}")
     except (QueueError, OSError) as exc:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
     return queue
 
 
-def _empty_journal(path: str | os.PathLike, kept: bool) -> None:
+def _empty_journal(path: str | os.PathLike, keep: bool) -> Path | None:
     """Empty the journal just folded into the file (never through a link: see
-    :func:`journal_problem`); with ``kept`` (lines of it could not be applied) it is moved
-    aside instead, named by the time, so what was skipped stays for the operator to read."""
+    :func:`journal_problem`); with ``keep`` (lines of it could not be applied) it is moved
+    aside instead, named by the time, so what was skipped stays for the operator to read:
+    where it went."""
     journal = journal_path(path)
-    if kept:
-        os.replace(journal, journal.with_name(f"journal.skipped-{int(time.time())}.jsonl"))
-        return
+    if keep:
+        kept = journal.with_name(f"journal.skipped-{time.time_ns()}.jsonl")
+        os.replace(journal, kept)
+        return kept
     fd = open_journal_file(journal, os.O_WRONLY)
     try:
         os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+    return None
 
 
 def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
@@ -246,8 +253,7 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
             if create is not None and not Path(path).exists():
                 queue = copy.deepcopy(create)
             else:
-                queue = load_queue(path)
-                refuse_duplicate_keys(path)
+                queue = load_queue(path, unique_keys=True)
             if attempt and landed is not None and landed(queue):
                 return queue  # it is in the file (nobody overwrote it)
             change(queue)

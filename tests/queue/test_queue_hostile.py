@@ -71,9 +71,11 @@ def test_skipped_journal_lines_are_kept_aside_when_the_journal_is_folded(tmp_pat
     queue, path = _queue(tmp_path)
     journal_path(path).parent.mkdir(exist_ok=True)
     journal_path(path).write_bytes(as_lines(GOOD_LINE, b"\xff not a line"))
-    assert open_queue(path).jobs[0].status == "success"
+    opened = open_queue(path)
+    assert opened.jobs[0].status == "success"
     kept = list(logs_dir(path).glob("journal.skipped-*.jsonl"))
     assert len(kept) == 1 and b"\xff not a line" in kept[0].read_bytes()
+    assert any(str(kept[0]) in w for w in opened.warnings), opened.warnings
     assert not journal_path(path).exists() or journal_path(path).stat().st_size == 0
 
 
