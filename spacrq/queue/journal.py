@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import orjson
 
+from spacrq.queue.lastgood import keep_checkpoint
 from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
 from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError, lost_runs_ok
 from spacrq.queue.render import write_queue_file
@@ -306,6 +307,7 @@ class Journal:
             pass
         self.queue.journal_seq = self.seq
         write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
+        keep_checkpoint(self.path, durable=self.durable)  # (before the journal is emptied)
         os.ftruncate(self._fd, 0)
         self._unsynced = False
         self._fresh = True

@@ -476,6 +476,9 @@ class Queue:
     warnings: list[str] = field(default_factory=list, compare=False, repr=False)
     #: journal lines skipped when it was read (they are kept aside when it is folded)
     journal_skipped: int = field(default=0, compare=False, repr=False)
+    #: the last checkpoint the queue was read from, its file being damaged (never saved;
+    #: see :mod:`spacrq.queue.lastgood`)
+    recovered_from: str = field(default="", compare=False, repr=False)
     #: Whether ``created`` was read from the file (a hand-written one may not say: then it
     #: is made up at every load, and cannot tell this queue from another).
     created_in_file: bool = field(default=True, compare=False, repr=False)

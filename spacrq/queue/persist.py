@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from spacrq.queue.edits import take_edits
+from spacrq.queue.lastgood import drop_checkpoint
 from spacrq.queue.locks import HeldEditLock, linked_logs, refuse_linked_logs
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
@@ -253,6 +254,8 @@ class QueueWriter:
                         release()
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
+        if not self.problem:  # the file durable: no checkpoint need stand in for it
+            drop_checkpoint(self.path)
         if self.journal is not None:
             self.journal.close()
             self.journal = None

@@ -15,9 +15,10 @@ How a running queue is persisted (two modes, one bound):
   the next job starts (a job's end and the next job's start share one
   fsync); the file itself is fsync'd at checkpoints (start, end, every few
   hundred lines or a minute), which also empty the journal.  After a power
-  cut the file may be as of its last checkpoint (never torn: ext4 and btrfs
-  write a renamed file's data before the rename), and the first command
-  that opens it folds the journal in.
+  cut the file may be as of its last checkpoint (never torn on ext4 and btrfs,
+  which write a renamed file's data before the rename; where it is empty or
+  zeros — XFS — the last checkpoint stands in for it: :mod:`spacrq.queue.lastgood`),
+  and the first command that opens it folds the journal in.
 * **Larger queues**: rewriting a 2000-job file twice per job would make the
   night slower with every job, so the file is replaced only at the
   checkpoints; between them the journal alone has the transitions.
@@ -42,8 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
-                                  last_journal_seq, open_journal_file,
+                                  journal_problem, last_journal_seq, open_journal_file,
                                   replay_journal, transition_problem)
+from spacrq.queue.lastgood import (checkpoint_path, drop_checkpoint, first_journal_seq,
+                                   read_checkpoint)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
                                  logs_dir, runner_names)
 from spacrq.queue.locks import runner_holds
@@ -114,21 +117,30 @@ def _read_document(path: str | os.PathLike, unique_keys: bool = False) -> tuple[
     except OSError as exc:
         raise QueueError(f"could not read {target} ({exc.strerror or exc}); check its "
                          "permissions") from None
+    return _parse_document(data, target, unique_keys), st.st_ino
+
+
+class DamagedQueueFile(QueueError):
+    """The queue file's bytes are not JSON (empty, zero bytes, torn, not text): what a
+    power cut can leave of a file replaced without an fsync (see :mod:`spacrq.queue.lastgood`)."""
+
+
+def _parse_document(data: bytes, target: str | os.PathLike, unique_keys: bool) -> Any:
     if not data.strip():
-        raise QueueError(f"{target} is empty; a queue file looks like "
-                         '{"spacr_queue": 1, "jobs": [...]}')
+        raise DamagedQueueFile(f"{target} is empty; a queue file looks like "
+                               '{"spacr_queue": 1, "jobs": [...]}')
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        raise QueueError(f"{target} is not a text file; a queue file is JSON like "
-                         '{"spacr_queue": 1, "jobs": [...]}') from None
+        raise DamagedQueueFile(f"{target} is not a text file; a queue file is JSON like "
+                               '{"spacr_queue": 1, "jobs": [...]}') from None
     try:
         document = loads(data, where=target)
-    except RunFileError as exc:
-        raise QueueError(str(exc)) from None  # it names the line and column where it broke
+    except RunFileError as exc:  # it names the line and column where it broke
+        raise DamagedQueueFile(str(exc)) from None
     if unique_keys:
         _refuse_duplicate_keys(data, target)
-    return document, st.st_ino
+    return document
 
 
 # -- loading and saving ---------------------------------------------------------
@@ -146,7 +158,13 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
     """
     queue = None
     for _ in range(20):
-        document, inode = _read_document(path, unique_keys)
+        recovered = None
+        try:
+            document, inode = _read_document(path, unique_keys)
+        except DamagedQueueFile as damage:
+            recovered = _from_checkpoint(path, damage, unique_keys)
+            document, inode = recovered
+            reason = str(damage)
         if isinstance(document, dict) and "jobs" not in document \
                 and "spacr_queue" not in document:
             raise QueueError(f'{path} is not a queue file: it holds neither "jobs" nor '
@@ -154,12 +172,53 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
                              '{"spacr_queue": 1, "jobs": []} in it to start an empty queue')
         queue = Queue.from_dict(document)
         replay_journal(queue, path)
+        if recovered is not None:
+            queue.recovered_from = str(checkpoint_path(path))
+            queue.warnings.append(
+                f"{path} could not be read ({reason}): its last write did not reach the "
+                "disk before a power cut or a crash; it was read from the last checkpoint "
+                f"{checkpoint_path(path)} and the journal, which hold every transition "
+                "made durable")
+            return queue  # (the damaged file was not replaced meanwhile: it is still damaged)
         try:
             if os.stat(path).st_ino == inode:
                 return queue
         except OSError:
             return queue
     return queue
+
+
+def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
+                     unique_keys: bool) -> tuple[Any, int]:
+    """The document of ``path``'s last checkpoint and its inode, when it can stand in for
+    the damaged file (see :mod:`spacrq.queue.lastgood`).  :raises DamagedQueueFile:
+    ``damage`` when it cannot, or one sentence when the journal does not follow on from it."""
+    kept = read_checkpoint(path, MAX_QUEUE_BYTES)
+    if kept is None:
+        raise damage
+    data, inode = kept
+    try:
+        if os.stat(path).st_ino == inode:
+            raise damage  # (damaged in place: the checkpoint is the same bytes)
+    except FileNotFoundError:
+        pass
+    first = first_journal_seq(journal_path(path))
+    if first is None or journal_problem(journal_path(path)):
+        raise damage  # (no journal of a run: the checkpoint may be of an earlier one)
+    try:
+        document = _parse_document(data, checkpoint_path(path), unique_keys)
+    except DamagedQueueFile:
+        raise damage from None
+    seq = document.get("journal_seq", 0) if isinstance(document, dict) else None
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        raise damage
+    if first and first > seq + 1:
+        raise DamagedQueueFile(
+            f"{damage}; its last checkpoint {checkpoint_path(path)} is older than the "
+            f"journal's first transition (seq {first}, the checkpoint has {seq}), so "
+            "transitions between them are missing: copy the checkpoint over the file to "
+            "go on from it, and check the jobs after it by their logs") from None
+    return document, inode
 
 
 def open_queue(path: str | os.PathLike) -> Queue:
@@ -171,7 +230,7 @@ def open_queue(path: str | os.PathLike) -> Queue:
     that cannot be written leaves everything as it was.
     """
     queue = load_queue(path, unique_keys=True)
-    if not journal_has_lines(path) or runner_holds(logs_dir(path)):
+    if not (journal_has_lines(path) or queue.recovered_from) or runner_holds(logs_dir(path)):
         return queue
     try:
         with edit_lock(path):
@@ -181,9 +240,12 @@ def open_queue(path: str | os.PathLike) -> Queue:
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
             kept = _empty_journal(path, keep=queue.journal_skipped > 0)
+            drop_checkpoint(path)  # (the file is durable again: nothing to stand in for it)
             if kept is not None:
                 queue.warnings.append(f"the journal, lines that could not be applied "
                                       f"included, is kept as {kept}")
+            if queue.recovered_from:
+                queue.warnings.append(f"{path} was written again from them")
     except (QueueError, OSError) as exc:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
@@ -264,6 +326,8 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
                                  f"({getattr(exc, 'strerror', None) or exc}); nothing was "
                                  "changed: check that the folder exists and is writable") from None
             if lock.held():  # held from load to the end of the write: nobody overlapped
+                if queue.recovered_from and not runner_holds(logs_dir(path)):
+                    drop_checkpoint(path)  # (written again, durably, from it)
                 return queue
     raise QueueError(f"the queue's lock file {logs_dir(path) / 'queue.lock'} keeps being removed "
                      f"while this change is made; {path} may not hold it: find what removes the "

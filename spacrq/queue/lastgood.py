@@ -1,0 +1,128 @@
+"""The last durable queue file a runner wrote, kept beside its journal until the run ends.
+
+A small queue's file is replaced at every transition without an fsync of
+its own (its journal line is the durable record, see
+:mod:`spacrq.queue.store`).  ext4 and btrfs write a renamed file's data
+before the rename, so after a power cut the file is the old one or the new
+one; XFS, F2FS, ext4 mounted ``noauto_da_alloc`` and network file systems
+do not promise that, and may leave the renamed name empty or full of zero
+bytes.  The journal has every transition since the last checkpoint, but
+not the jobs themselves — so each checkpoint (the file written durably)
+is also hard-linked as ``<logs>/last-checkpoint.json``: no second write,
+the same bytes under a second name that later replaces of the file do not
+touch.  When the queue file cannot be parsed and this runner's journal is
+there, :func:`spacrq.queue.store.load_queue` reads the checkpoint and
+replays the journal onto it, which is the state the journal made durable.
+
+A checkpoint is trusted only when nothing between it and the journal can
+be missing: it is a regular file (never followed through a link), not the
+damaged file itself, and the journal's first transition follows on from
+the checkpoint's ``journal_seq``.  It is removed when the run ends cleanly
+and when a damaged file has been written again, so a stale one never
+stands in for a file that was damaged later by something else.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from spacrq.queue.layout import logs_dir
+from spacrq.runfiles import RunFileError, loads
+
+CHECKPOINT_FILE = "last-checkpoint.json"
+_TEMP = f".{CHECKPOINT_FILE}.tmp"
+_SAFE = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+#: How much of a journal's start is read to find its first transition.
+_HEAD_BYTES = 1 << 16
+
+
+def checkpoint_path(path: str | os.PathLike) -> Path:
+    return logs_dir(path) / CHECKPOINT_FILE
+
+
+def keep_checkpoint(path: str | os.PathLike, durable: bool = True) -> bool:
+    """Link the queue file just written durably as its last checkpoint; whether it is kept.
+
+    Never fatal and never through a link: a logs folder that is a link, or a file
+    system without hard links, leaves no checkpoint (an older one is removed, so it is
+    never taken for this one)."""
+    logs = logs_dir(path)
+    try:
+        if logs.is_symlink():
+            return False
+        temp = logs / _TEMP
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        os.link(path, temp, follow_symlinks=False)
+        os.replace(temp, logs / CHECKPOINT_FILE)
+        if durable:  # made durable before the journal is emptied, whatever the file system
+            fd = os.open(logs, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return True
+    except OSError:
+        drop_checkpoint(path)
+        return False
+
+
+def drop_checkpoint(path: str | os.PathLike) -> None:
+    """Remove the last checkpoint (the run ended, or the file was written again)."""
+    logs = logs_dir(path)
+    if logs.is_symlink():
+        return
+    for name in (CHECKPOINT_FILE, _TEMP):
+        try:
+            if not stat.S_ISDIR(os.lstat(logs / name).st_mode):
+                os.unlink(logs / name)
+        except OSError:
+            pass
+
+
+def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | None:
+    """The bytes of ``path``'s last checkpoint and its inode, or None when there is none
+    usable (absent, a link, not a regular file, larger than ``limit``, unreadable)."""
+    try:
+        fd = os.open(checkpoint_path(path), os.O_RDONLY | _SAFE)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1), st.st_ino
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def first_journal_seq(journal: str | os.PathLike) -> int | None:
+    """The seq of the journal's first transition; 0 when it holds none; None when it is
+    absent or cannot be read (then no checkpoint is trusted: a runner always has one)."""
+    try:
+        fd = os.open(journal, os.O_RDONLY | _SAFE)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for raw in data.splitlines():
+        try:
+            record = loads(raw)
+        except RunFileError:
+            continue  # (a torn or damaged line: the next tells where the journal starts)
+        seq = record.get("seq") if isinstance(record, dict) else None
+        if isinstance(seq, int) and not isinstance(seq, bool) and "job" in record:
+            return seq
+    return 0

@@ -1,0 +1,176 @@
+"""A queue file a power cut left empty or full of zero bytes is read from the last
+checkpoint and the journal (XFS, F2FS and network file systems do not write a renamed
+file's data before the rename, as ext4 and btrfs do)."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from spacrq import cli
+from spacrq.queue import Job, Queue, QueueError, load_queue, open_queue, resume_queue, save_queue
+from spacrq.queue.journal import Journal
+from spacrq.queue.lastgood import checkpoint_path
+from spacrq.queue.layout import journal_path
+from spacrq.queue.render import write_queue_file
+from spacrq.queue.runner import runner_state, start_runner
+from spacrq.queue.store import read_queue_document
+from waiting import reap, wait_until  # tests/waiting.py (tests/ is on the path)
+
+
+def _queue(tmp_path, n=3):
+    queue = Queue(name="night", max_consecutive_failures=0)
+    for i in range(n):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
+def _power_cut(path):
+    """What XFS can leave of a file renamed into place without an fsync: its size, zeros."""
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.write(b"\0" * size)
+
+
+def _runs_then_cut(tmp_path):
+    """A runner's checkpoint, then the first job's end journalled and the file replaced
+    without an fsync (as a small queue's runner does), then the power cut."""
+    queue, path = _queue(tmp_path)
+    journal = Journal(queue, path)
+    journal.checkpoint()
+    queue.jobs[0].status, queue.jobs[0].exit_code = "success", 0
+    journal.job(queue.jobs[0], ["status", "exit_code"])
+    queue.jobs[1].status = "running"
+    journal.job(queue.jobs[1], ["status"])
+    write_queue_file(queue, path, durable=False)
+    journal.close()
+    _power_cut(path)
+    return path
+
+
+def test_a_file_a_power_cut_zeroed_is_read_from_its_checkpoint_and_journal(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    queue = load_queue(path)
+    assert [j.status for j in queue.jobs] == ["success", "running", "pending"]
+    assert queue.recovered_from == str(checkpoint_path(path))
+    assert any("last checkpoint" in w and "power cut" in w for w in queue.warnings)
+    with pytest.raises(QueueError):  # the file itself is still the zeros: load_queue only reads
+        read_queue_document(path)
+
+
+def test_the_first_command_after_the_cut_writes_the_file_again(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    queue = open_queue(path)
+    assert any("written again" in w for w in queue.warnings)
+    document = read_queue_document(path)  # the file alone is the truth again (jq, spaCR)
+    assert [j["status"] for j in document["jobs"]] == ["success", "running", "pending"]
+    assert not checkpoint_path(path).exists()
+    assert journal_path(path).stat().st_size == 0  # folded in
+
+
+def test_status_reads_a_zeroed_file_through_its_checkpoint(tmp_path, capsys):
+    path = _runs_then_cut(tmp_path)
+    assert cli.main(["queue", "status", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "j0" in captured.out and "last checkpoint" in captured.err + captured.out
+
+
+def test_a_checkpoint_the_journal_does_not_follow_on_from_is_not_trusted(tmp_path):
+    queue, path = _queue(tmp_path)
+    journal = Journal(queue, path)
+    journal.checkpoint()  # the checkpoint has journal_seq 0 ...
+    journal.seq = 7  # ... and the journal's first transition is seq 8: 1 to 7 are missing
+    queue.jobs[0].status = "success"
+    journal.job(queue.jobs[0], ["status"])
+    write_queue_file(queue, path, durable=False)
+    journal.close()
+    _power_cut(path)
+    with pytest.raises(QueueError, match="transitions between them are missing") as caught:
+        load_queue(path)
+    assert "copy the checkpoint over the file" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_without_a_journal_a_checkpoint_never_stands_in(tmp_path):
+    """A checkpoint without its run's journal may be of an earlier run: the file's own
+    problem is said, as it is."""
+    path = _runs_then_cut(tmp_path)
+    journal_path(path).unlink()
+    with pytest.raises(QueueError, match="line 1"):
+        load_queue(path)
+
+
+def test_a_checkpoint_that_is_a_link_is_never_followed(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    other_queue, other = _queue(tmp_path / "other")
+    checkpoint_path(path).unlink()
+    checkpoint_path(path).symlink_to(other)
+    with pytest.raises(QueueError):
+        load_queue(path)
+
+
+def test_a_file_damaged_in_place_is_not_its_own_checkpoint(tmp_path):
+    queue, path = _queue(tmp_path)
+    journal = Journal(queue, path)
+    journal.checkpoint()  # the checkpoint is the file itself (one inode, two names)
+    journal.close()
+    _power_cut(path)  # written in place: both names show the zeros
+    with pytest.raises(QueueError):
+        load_queue(path)
+
+
+def test_a_run_keeps_a_checkpoint_while_it_runs_and_none_once_it_ended(tmp_path):
+    queue = Queue(name="night", max_consecutive_failures=0)
+    checkpoint = checkpoint_path(tmp_path / "night.queue.json")
+    queue.add(Job(module="command", id="look", settings={"argv": ["test", "-f", str(checkpoint)]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    assert cli.main(["queue", "run", str(path)]) == 0
+    assert load_queue(path).jobs[0].status == "success"  # the checkpoint was there as it ran
+    assert not checkpoint.exists()  # and not once the run ended cleanly
+
+
+def _counted(jid, tmp_path, gate=False):
+    script = f"echo {jid} >> runs; " + ("while [ ! -e go ]; do sleep 0.02; done" if gate else "")
+    return Job(module="command", id=jid, cwd=str(tmp_path), settings={"argv": ["sh", "-c", script]})
+
+
+def test_resume_after_a_kill_and_a_zeroed_file_runs_each_job_once(tmp_path):
+    """The runner dies mid-queue and its last file replace never reached the disk: resume
+    goes on from the checkpoint and the journal, and no job that ran runs again."""
+    queue = Queue(name="night", max_consecutive_failures=0)
+    for job in (_counted("a", tmp_path), _counted("b", tmp_path),
+                _counted("c", tmp_path, gate=True), _counted("d", tmp_path)):
+        queue.add(job)
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: (runner_state(path) or {}).get("pid") == ref.pid, what="the runner")
+        wait_until(lambda: "c" in (tmp_path / "runs").read_text().split()
+                   if (tmp_path / "runs").exists() else False, what="the third job")
+        wait_until(lambda: [j.status for j in load_queue(path).jobs][:3]
+                   == ["success", "success", "running"], what="the file to show it running")
+        os.kill(ref.pid, signal.SIGKILL)
+        reap(ref.pid)
+    finally:
+        (tmp_path / "go").write_text("")
+    _power_cut(path)
+    result = resume_queue(path)
+    assert result.ok
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 4
+    assert (tmp_path / "runs").read_text().split() == ["a", "b", "c", "d"]  # each once
+    assert [j["status"] for j in read_queue_document(path)["jobs"]] == ["success"] * 4
+    assert not checkpoint_path(path).exists()
+
+
+def test_adding_a_job_to_a_zeroed_file_keeps_every_job_it_had(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    assert cli.main(["queue", "add", str(path), "command", "--id", "late", "--set", "argv=[\"true\"]"]) == 0
+    document = read_queue_document(path)
+    assert [(j["id"], j["status"]) for j in document["jobs"]] == [
+        ("j0", "success"), ("j1", "running"), ("j2", "pending"), ("late", "pending")]
+    assert not checkpoint_path(path).exists()
