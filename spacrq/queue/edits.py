@@ -249,6 +249,11 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
           derive: Callable[[Job], Mapping[str, Any]] | None = None) -> tuple[Job, list]:
     if not path.exists():
         raise EditMissing(f"the queue file {path} is not there any more; open it again")
+    if not logs_dir(path).exists():  # a garbled file is refused before its lock is made
+        try:
+            load_queue(path)
+        except QueueError as exc:
+            raise EditFailed(str(exc)) from None
     lock = edit_lock(path)
     try:
         lock.__enter__()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+import unicodedata
 import shlex
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -113,7 +114,17 @@ def id_problem(job_id: str) -> str:
                 "control character; job ids become log file names")
     if len(job_id) > 100:
         return f"job id {job_id[:20]!r}… is longer than 100 characters"
+    hidden = next((c for c in job_id if unicodedata.category(c) in _HIDDEN_CATEGORIES), "")
+    if hidden:  # a right-to-left override shows 'gol.1-dab' for 'bad-1.log': ids are read
+        return (f"job id {job_id!r} contains {unicodedata.name(hidden, 'an invisible character')} "
+                f"(U+{ord(hidden):04X}), which changes how the id and its log's name look "
+                "without being seen")
     return ""
+
+
+#: Unicode categories an id may not hold: controls, format characters (bidirectional
+#: overrides, zero-width joiners and spaces), line and paragraph separators, surrogates.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _str_list(value: Any) -> list[str]:

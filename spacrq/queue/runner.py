@@ -91,7 +91,13 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
     doc["alive"] = alive
     if doc.get("state") in ("running", "starting") and not alive:
         ended = _ended_in_history(path, doc["pid"])
-        if ended is None:
+        linked = linked_logs(logs_dir(path))
+        if ended is None and linked:  # (it stops when it finds one, and cannot write it down)
+            doc["state"] = "ended"
+            doc["problem"] = doc["stopped_reason"] = (
+                f"{linked}; its runner could not write down how it ended there, and the "
+                "queue file's jobs say what ran")
+        elif ended is None:
             doc["state"] = "crashed"
         else:  # (its last write failed, a full disk: its history says how it ended)
             doc["state"] = ended.get("state") if isinstance(ended.get("state"), str) \

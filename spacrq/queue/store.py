@@ -310,6 +310,8 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
 
     :raises QueueError: the file cannot be read or written, or ``change`` refused.
     """
+    if not logs_dir(path).exists() and (create is None or os.path.lexists(path)):
+        load_queue(path)  # (a missing or garbled file is refused before its lock is made)
     for attempt in range(20):
         with edit_lock(path) as lock:
             if create is not None and not Path(path).exists():

@@ -124,6 +124,11 @@ def _deferrable(problem: Problem, settings: dict, roots: list[str]) -> bool:
     return bool(missing) and all(any(_within(t, r) for r in roots) for t in missing)
 
 
+#: The most retries a job may have, and the longest wait before one (seconds).
+MAX_RETRIES = 1000
+MAX_RETRY_DELAY = 86400.0
+
+
 def validate_job(job: Job, queue: Queue | None = None,
                  modules: Modules | None = None,
                  positions: dict[str, int] | None = None) -> list[Problem]:
@@ -159,6 +164,14 @@ def validate_job(job: Job, queue: Queue | None = None,
     if job.retries < 0:
         problems.append(Problem(jid, ERROR, f"retries {job.retries} is negative",
                                 "Give how many times to run it again after a failure: 0 or more."))
+    elif job.retries > MAX_RETRIES:
+        problems.append(Problem(jid, ERROR, f"retries {job.retries:,} is more than "
+                                f"{MAX_RETRIES:,}: a job failing that often would hold the "
+                                "queue all night", f"Give {MAX_RETRIES:,} retries or fewer."))
+    if job.retry_delay and job.retry_delay > MAX_RETRY_DELAY:
+        problems.append(Problem(jid, ERROR, f"retry_delay {job.retry_delay:g}s is more than a "
+                                "day: the queue would wait past the morning for one retry",
+                                f"Give at most {MAX_RETRY_DELAY:g} seconds."))
     if job.timeout is not None and job.timeout <= 0:
         problems.append(Problem(jid, ERROR, f"timeout {job.timeout} is not a positive number "
                                 "of seconds", "Give a positive timeout, or none."))

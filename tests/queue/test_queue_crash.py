@@ -594,6 +594,11 @@ def test_a_logs_folder_replaced_by_a_link_mid_run_is_never_written_through(tmp_p
     assert [j.status for j in queue.jobs] == ["success", "not_run", "not_run"]
     assert "symbolic link" in queue.stopped_reason and "resume" in queue.stopped_reason
     logs.unlink()
+    logs.symlink_to(moved)  # the usual way: the folder moved, linked back; its record says
+    state = runner_state(path)  # "running" (the runner could not write how it ended there)
+    assert state["state"] == "ended" and not state["alive"], state  # not "crashed"
+    assert "symbolic link" in state["problem"] and "could not write down" in state["problem"]
+    logs.unlink()
     elsewhere.rmdir()
     moved.rename(logs)
     result = resume_queue(path)

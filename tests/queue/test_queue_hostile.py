@@ -272,3 +272,17 @@ def test_a_negative_count_in_a_queue_file_is_one_sentence(tmp_path, capsys, fiel
     (doc["jobs"][0] if where == "job" else doc)[field] = -1
     path.write_text(json.dumps(doc))
     _sentence(capsys, ["queue", "validate", str(path)], "-1")
+
+
+@pytest.mark.parametrize("action", [["add", "command", "--", "true"], ["edit", "a", "--label", "x"],
+                                    ["run"], ["resume"], ["status"], ["stop"], ["restart-failed"],
+                                    ["run", "--detach"]])
+def test_a_garbled_file_is_refused_without_making_its_logs_folder(tmp_path, capsys, action):
+    """A command refused on a garbled file leaves the folder as it found it (an edit made the
+    logs folder and its lock before it read the file)."""
+    path = tmp_path / "night.queue.json"
+    path.write_bytes(b"\0garbage")
+    argv = ["queue", action[0], *action[1:2], str(path), *action[2:]] if action[0] == "run" \
+        else ["queue", action[0], str(path), *action[1:]]
+    _sentence(capsys, argv, "not valid JSON")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["night.queue.json"]

@@ -239,3 +239,21 @@ def test_negative_retries_and_a_file_as_working_folder_are_named(tmp_path):
     messages = [p.message for p in validate_queue(queue) if p.is_error]
     assert any("retries -1 is negative" in m for m in messages), messages
     assert any("is a file, not a folder" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("retries", 10 ** 9, "retries 1,000,000,000 is more than 1,000"),
+    ("retry_delay", 1e9, "is more than a day"),
+])
+def test_a_retry_count_or_delay_that_would_hold_the_night_is_refused(field, value, said):
+    job = _cmd(id="flaky", **{"retries": 3, **{field: value}})
+    messages = [p.message for p in _errors(validate_job(job))]
+    assert any(said in m for m in messages), messages
+    assert not _errors(validate_job(_cmd(id="fine", retries=1000, retry_delay=86400)))
+
+
+@pytest.mark.parametrize("job_id", ["bad\u202e1", "a\u200bb", "x\u2028y", "\ufeffplate"])
+def test_an_id_with_an_invisible_or_reordering_character_is_refused(job_id):
+    with pytest.raises(QueueError, match=r"U\+[0-9A-F]{4}"):
+        Queue().add(_cmd(id=job_id))
+    assert not _errors(validate_job(_cmd(id="plaque-é-1")))
