@@ -164,7 +164,7 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         except DamagedQueueFile as damage:
             recovered = _from_checkpoint(path, damage, unique_keys)
             document, inode = recovered
-            reason = str(damage)
+            reason = _damage_of(str(damage))
         if isinstance(document, dict) and "jobs" not in document \
                 and "spacr_queue" not in document:
             raise QueueError(f'{path} is not a queue file: it holds neither "jobs" nor '
@@ -175,9 +175,9 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         if recovered is not None:
             queue.recovered_from = str(checkpoint_path(path))
             queue.warnings.append(
-                f"{path} could not be read ({reason}): its last write did not reach the "
-                "disk before a power cut or a crash; it was read from the last checkpoint "
-                f"{checkpoint_path(path)} and the journal, which hold every transition "
+                f"{path} could not be read ({reason}): its last write did not reach the disk "
+                f"before a power cut or a crash, so it was read from its last checkpoint ("
+                f"{logs_dir(path).name}/{checkpoint_path(path).name}) and its journal, which hold every transition "
                 "made durable")
             return queue  # (the damaged file was not replaced meanwhile: it is still damaged)
         try:
@@ -186,6 +186,15 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         except OSError:
             return queue
     return queue
+
+
+def _damage_of(message: str) -> str:
+    """What is wrong with a damaged file, in a few words (its full sentence names the file
+    and the fix, which the warning it goes into says otherwise)."""
+    for words in ("is empty", "is not a text file"):
+        if words in message:
+            return words[3:]
+    return "not valid JSON"
 
 
 def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
@@ -245,7 +254,7 @@ def open_queue(path: str | os.PathLike) -> Queue:
                 queue.warnings.append(f"the journal, lines that could not be applied "
                                       f"included, is kept as {kept}")
             if queue.recovered_from:
-                queue.warnings.append(f"{path} was written again from them")
+                queue.warnings.append(f"{Path(path).name} was written again from them")
     except (QueueError, OSError) as exc:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")

@@ -61,7 +61,7 @@ from spacrq.queue.pane import Progress, edit_refusal, progress, rows
 from spacrq.queue.runner import RUNNER_LOG, request_stop, runner_state, start_runner
 from spacrq.queue.settings import SettingsError, load_settings_file
 from spacrq.queue.store import (apply_transition, edit_lock, journal_path, load_queue, logs_dir,
-                                read_queue_document, save_queue)
+                                open_queue, read_queue_document, save_queue)
 from spacrq.queue.journal import foreign, is_header
 from spacrq.queue.validate import Modules, validate_job, validate_queue
 from spacrq.runfiles import JsonlTail, RunFileError, TextTail, asked, file_stamp
@@ -87,7 +87,10 @@ class QueueSnapshot:
         pane's last base (``view["base"]``), for the "changed on disk" line.
     :param load_error: one sentence when the queue file cannot be read
         (``""``: the earlier error is gone); ``load_code`` says why
-        (:attr:`Code.MISSING`: not on disk, :attr:`Code.INVALID`: not a queue).
+        (:attr:`Code.MISSING`: not on disk, :attr:`Code.INVALID`: not a queue);
+        ``load_notice`` what reading it had to do, when that is new: a file a power cut
+        damaged, read from its last checkpoint and written again (see
+        :mod:`spacrq.queue.lastgood`), journal lines skipped.
     :param on_disk: whether the queue file exists, when that changed.
     :param runner: ``runner_state(path)`` (plus a pending ``stop``) when it
         changed; empty when no runner ever ran.
@@ -105,6 +108,7 @@ class QueueSnapshot:
     news: DiskNews | None = None
     load_error: str | None = None
     load_code: Code | None = None
+    load_notice: str = ""
     on_disk: bool | None = None
     runner: Mapping[str, Any] | None = None
     log_job: str = ""
@@ -464,6 +468,7 @@ class QueueWatch(WatchBase):
         self._gap = False
         self._must_reload = True  # the next change of the file is read in full, no shortcut
         self._shared = False  # the editor holds ``_queue``: the watch must not change it
+        self._notice = ""  # the load_notice last published
 
     # -- the poll ---------------------------------------------------------------------
 
@@ -536,10 +541,16 @@ class QueueWatch(WatchBase):
         self._set_on_disk(found, True)
         try:
             queue = load_queue(path)
+            if queue.recovered_from and not runner_holds(logs_dir(path)):
+                queue = open_queue(path)  # written again (as every command that opens it does)
         except QueueError as exc:
             self._set_error(found, _first_line(exc), Code.INVALID)
             return
         self._set_error(found, None, None)
+        notice = "; ".join(w.rstrip(".") for w in queue.warnings)
+        notice += "." if notice else ""
+        if notice != self._notice:
+            self._notice = found.load_notice = notice
         self._queue = queue
         self._journal = JsonlTail(journal_path(path))
         self._foreign_journal = False

@@ -409,6 +409,8 @@ class QueuePane(QueueEditing, QueueRunning, PaneBase):
                 self._load_message = True
             elif not snap.load_error and self._load_message:
                 self.clear_message()
+        if snap.load_notice:  # what reading the file had to do (a power cut's damage undone)
+            self.show_message("warning", snap.load_notice)
         if snap.queue is not None and self._after_save(snap):
             pass  # read before this save wrote the file: the next poll reads what it wrote
         elif snap.queue is not None:

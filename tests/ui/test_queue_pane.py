@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -161,6 +162,33 @@ def test_a_file_changed_on_disk_is_shown_unless_edits_are_unsaved(qtbot, make_pa
     qtbot.waitUntil(lambda: "changed on disk" in pane.message.text())
     assert pane.model.rowCount() == 4, "unsaved edits are kept"
     assert load_queue(path).ids == ["command-1"]
+
+
+def test_a_file_a_power_cut_zeroed_opens_from_its_checkpoint_and_says_so(
+        qtbot, make_pane, workspace):
+    """XFS can leave a file renamed without an fsync full of zeros: the pane shows the
+    state the journal made durable, says what happened, and the file is whole again."""
+    from spacrq.queue.journal import Journal
+    from spacrq.queue.lastgood import checkpoint_path
+    from spacrq.queue.render import write_queue_file
+    from spacrq.queue.store import read_queue_document
+    path = _write_queue(workspace, [_command(["true"]), _command(["true"])])
+    queue = load_queue(path)
+    journal = Journal(queue, path)
+    journal.checkpoint()  # what a runner does as it starts
+    queue.jobs[0].status, queue.jobs[0].exit_code = "success", 0
+    journal.job(queue.jobs[0], ["status", "exit_code"])
+    write_queue_file(queue, path, durable=False)
+    journal.close()
+    size = os.path.getsize(path)
+    with open(path, "r+b") as handle:
+        handle.write(b"\0" * size)
+    pane = make_pane()
+    qtbot.waitUntil(lambda: _statuses(pane) == ["success", "pending"])
+    qtbot.waitUntil(lambda: "last checkpoint" in pane.message.text())
+    assert not pane.message.isHidden()
+    assert [j["status"] for j in read_queue_document(path)["jobs"]] == ["success", "pending"]
+    assert not checkpoint_path(path).exists()
 
 
 # -- validation --------------------------------------------------------------------------
