@@ -41,44 +41,58 @@ def checkpoint_path(path: str | os.PathLike) -> Path:
     return logs_dir(path) / CHECKPOINT_FILE
 
 
+def _open_logs(path: str | os.PathLike) -> int:
+    """The logs folder, opened as itself: never a link in its place (every name below is
+    made relative to this descriptor, so a folder swapped for a link afterwards is never
+    written through).  :raises OSError: it is a link, or cannot be opened."""
+    return os.open(logs_dir(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                   | getattr(os, "O_NOFOLLOW", 0))
+
+
 def keep_checkpoint(path: str | os.PathLike, durable: bool = True) -> bool:
     """Link the queue file just written durably as its last checkpoint; whether it is kept.
 
     Never fatal and never through a link: a logs folder that is a link, or a file
     system without hard links, leaves no checkpoint (an older one is removed, so it is
     never taken for this one)."""
-    logs = logs_dir(path)
     try:
-        if logs.is_symlink():
-            return False
-        temp = logs / _TEMP
+        logs = _open_logs(path)
+    except OSError:
+        return False
+    try:
         try:
-            os.unlink(temp)
+            os.unlink(_TEMP, dir_fd=logs)
         except FileNotFoundError:
             pass
-        os.link(path, temp, follow_symlinks=False)
-        os.replace(temp, logs / CHECKPOINT_FILE)
+        os.link(path, _TEMP, dst_dir_fd=logs, follow_symlinks=False)
+        os.replace(_TEMP, CHECKPOINT_FILE, src_dir_fd=logs, dst_dir_fd=logs)
         if durable:  # made durable before the journal is emptied, whatever the file system
-            fd = os.open(logs, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            os.fsync(logs)
         return True
     except OSError:
-        drop_checkpoint(path)
+        _drop(logs)
         return False
+    finally:
+        os.close(logs)
 
 
 def drop_checkpoint(path: str | os.PathLike) -> None:
     """Remove the last checkpoint (the run ended, or the file was written again)."""
-    logs = logs_dir(path)
-    if logs.is_symlink():
+    try:
+        logs = _open_logs(path)
+    except OSError:
         return
+    try:
+        _drop(logs)
+    finally:
+        os.close(logs)
+
+
+def _drop(logs: int) -> None:
     for name in (CHECKPOINT_FILE, _TEMP):
         try:
-            if not stat.S_ISDIR(os.lstat(logs / name).st_mode):
-                os.unlink(logs / name)
+            if not stat.S_ISDIR(os.stat(name, dir_fd=logs, follow_symlinks=False).st_mode):
+                os.unlink(name, dir_fd=logs)
         except OSError:
             pass
 

@@ -174,3 +174,19 @@ def test_adding_a_job_to_a_zeroed_file_keeps_every_job_it_had(tmp_path):
     assert [(j["id"], j["status"]) for j in document["jobs"]] == [
         ("j0", "success"), ("j1", "running"), ("j2", "pending"), ("late", "pending")]
     assert not checkpoint_path(path).exists()
+
+
+def test_no_checkpoint_is_made_or_removed_through_a_linked_logs_folder(tmp_path):
+    from spacrq.queue.lastgood import drop_checkpoint, keep_checkpoint
+    queue, path = _queue(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "last-checkpoint.json").write_text("theirs")
+    logs = tmp_path / "night_logs"
+    if logs.exists():
+        logs.rmdir()
+    logs.symlink_to(elsewhere)
+    assert keep_checkpoint(path) is False
+    drop_checkpoint(path)
+    assert [p.name for p in elsewhere.iterdir()] == ["last-checkpoint.json"]
+    assert (elsewhere / "last-checkpoint.json").read_text() == "theirs"
