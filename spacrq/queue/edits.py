@@ -236,17 +236,19 @@ def edit_job(queue_path: str | os.PathLike, job_id: str, changes: Mapping[str, A
         could not be read, locked or written) — nothing is written then.
     """
     try:
-        job, problems = _edit(Path(queue_path), job_id, _read_changes(changes), modules,
-                              derive)
+        job, problems, loaded = _edit(Path(queue_path), job_id, _read_changes(changes),
+                                      modules, derive)
     except EditError as exc:
         raise type(exc)(f"Not changed: {exc}") from None
     if warnings is not None:
+        warnings.extend(loaded)
         warnings.extend(f"{p.message} — {p.fix}" for p in problems)
     return job
 
 
 def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules | None,
-          derive: Callable[[Job], Mapping[str, Any]] | None = None) -> tuple[Job, list]:
+          derive: Callable[[Job], Mapping[str, Any]] | None = None
+          ) -> tuple[Job, list, list[str]]:
     if not path.exists():
         raise EditMissing(f"the queue file {path} is not there any more; open it again")
     if not logs_dir(path).exists():  # a garbled file is refused before its lock is made
@@ -295,7 +297,10 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
         for name in EDIT_FIELDS:
             setattr(job, name, getattr(edited, name))
         save_queue(queue, path)
-        return job, problems
+        if queue.recovered_from:  # (what reading the file had to do, said with the change)
+            queue.warnings.append(f"{path.name} was written again from them")
+            return job, problems, queue.warnings
+        return job, problems, []
     except QueueError as exc:
         if not path.exists():
             raise EditMissing(f"the queue file {path} is not there any more; open it "

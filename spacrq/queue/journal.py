@@ -166,6 +166,7 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
                              "file was last written in full: put the journal back or move "
                              "what is in its place away, then run the command again") from None
         if records and foreign(queue, records[0]):
+            queue.journal_foreign = True
             queue.warnings.append(
                 f"the journal {journal} was written for another queue (created "
                 f"{records[0]['queue']}; this file's was created {queue.created}), so its "
@@ -239,6 +240,7 @@ class Journal:
         self._unsynced = False
         self._syncer: _Syncer | None = None  # the thread of flush_behind, once used
         self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is
+        self.checkpoint_problem = ""  # why the last checkpoint could not be kept, if so
 
     def _append(self, record: dict, sync: bool = True) -> None:
         self.seq += 1
@@ -307,7 +309,8 @@ class Journal:
             pass
         self.queue.journal_seq = self.seq
         write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
-        keep_checkpoint(self.path, durable=self.durable)  # (before the journal is emptied)
+        # (before the journal is emptied; why not, when it cannot be: the runner says it)
+        self.checkpoint_problem = keep_checkpoint(self.path, durable=self.durable)
         os.ftruncate(self._fd, 0)
         self._unsynced = False
         self._fresh = True

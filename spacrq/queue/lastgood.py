@@ -14,12 +14,21 @@ touch.  When the queue file cannot be parsed and this runner's journal is
 there, :func:`spacrq.queue.store.load_queue` reads the checkpoint and
 replays the journal onto it, which is the state the journal made durable.
 
+The journal holds transitions, not jobs: so the runner's write that takes
+in a change another writer made to the file (a job added or edited) is a
+checkpoint too, and a change confirmed to its writer is in the checkpoint
+before the next replace could be lost.
+
 A checkpoint is trusted only when nothing between it and the journal can
-be missing: it is a regular file (never followed through a link), not the
-damaged file itself, and the journal's first transition follows on from
-the checkpoint's ``journal_seq``.  It is removed when the run ends cleanly
-and when a damaged file has been written again, so a stale one never
-stands in for a file that was damaged later by something else.
+be missing: it is a regular file (never read or written through a link,
+its folder's included), not the damaged file itself, of the queue the
+journal's first line names, and the journal's first transition — read
+from a start that is whole — follows on from the checkpoint's
+``journal_seq``.  It is removed when the run ends cleanly, and by any other
+writer's durable write of the file while no runner holds it (a crash's
+checkpoint would undo that write), so a stale one never stands in for a
+file that was damaged later by something else.  One that cannot be kept
+(a folder in its place, no hard links) is said in the run's summary.
 """
 from __future__ import annotations
 
@@ -27,7 +36,7 @@ import os
 import stat
 from pathlib import Path
 
-from spacrq.queue.layout import logs_dir
+from spacrq.queue.layout import JOURNAL_FILE, logs_dir
 from spacrq.runfiles import RunFileError, loads
 
 CHECKPOINT_FILE = "last-checkpoint.json"
@@ -49,16 +58,17 @@ def _open_logs(path: str | os.PathLike) -> int:
                    | getattr(os, "O_NOFOLLOW", 0))
 
 
-def keep_checkpoint(path: str | os.PathLike, durable: bool = True) -> bool:
-    """Link the queue file just written durably as its last checkpoint; whether it is kept.
+def keep_checkpoint(path: str | os.PathLike, durable: bool = True) -> str:
+    """Link the queue file just written durably as its last checkpoint: ``''``, or why it
+    could not be kept.
 
     Never fatal and never through a link: a logs folder that is a link, or a file
     system without hard links, leaves no checkpoint (an older one is removed, so it is
     never taken for this one)."""
     try:
         logs = _open_logs(path)
-    except OSError:
-        return False
+    except OSError as exc:
+        return f"its folder {logs_dir(path)} cannot be opened as a folder ({_why(exc)})"
     try:
         try:
             os.unlink(_TEMP, dir_fd=logs)
@@ -68,12 +78,16 @@ def keep_checkpoint(path: str | os.PathLike, durable: bool = True) -> bool:
         os.replace(_TEMP, CHECKPOINT_FILE, src_dir_fd=logs, dst_dir_fd=logs)
         if durable:  # made durable before the journal is emptied, whatever the file system
             os.fsync(logs)
-        return True
-    except OSError:
+        return ""
+    except OSError as exc:
         _drop(logs)
-        return False
+        return f"{logs_dir(path) / CHECKPOINT_FILE}: {_why(exc)}"
     finally:
         os.close(logs)
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def drop_checkpoint(path: str | os.PathLike) -> None:
@@ -99,11 +113,17 @@ def _drop(logs: int) -> None:
 
 def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | None:
     """The bytes of ``path``'s last checkpoint and its inode, or None when there is none
-    usable (absent, a link, not a regular file, larger than ``limit``, unreadable)."""
+    usable (absent, a link or behind one, not a regular file, larger than ``limit``)."""
     try:
-        fd = os.open(checkpoint_path(path), os.O_RDONLY | _SAFE)
+        logs = _open_logs(path)
     except OSError:
         return None
+    try:
+        fd = os.open(CHECKPOINT_FILE, os.O_RDONLY | _SAFE, dir_fd=logs)
+    except OSError:
+        return None
+    finally:
+        os.close(logs)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
@@ -116,27 +136,51 @@ def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | 
         os.close(fd)
 
 
-def first_journal_seq(journal: str | os.PathLike) -> int | None:
-    """The seq of the journal's first transition; 0 when it holds none; None when it is
-    absent or cannot be read (then no checkpoint is trusted: a runner always has one)."""
+def journal_start(path: str | os.PathLike) -> tuple[str | None, int] | None:
+    """``(the queue its header names, or None; the seq of its first transition, 0 when it
+    holds none)`` of ``path``'s journal; None when it is absent, behind a link, or its start
+    is damaged — then whether it follows on from a checkpoint cannot be told, and no
+    checkpoint is trusted (a runner's journal is always there, its lines whole but the
+    last)."""
     try:
-        fd = os.open(journal, os.O_RDONLY | _SAFE)
+        logs = _open_logs(path)
     except OSError:
         return None
+    try:
+        fd = os.open(JOURNAL_FILE, os.O_RDONLY | _SAFE, dir_fd=logs)
+    except OSError:
+        return None
+    finally:
+        os.close(logs)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = os.read(fd, _HEAD_BYTES)
+        size = os.fstat(fd).st_size
     except OSError:
         return None
     finally:
         os.close(fd)
-    for raw in data.splitlines():
+    owner: str | None = None
+    if not data.strip(b"\0"):
+        return (None, 0) if len(data) == size else None
+    for number, raw in enumerate(data.split(b"\n")[:-1]):  # (whole lines only)
+        if not raw.strip(b"\0"):
+            break  # zeros: lines a power cut lost (fsync'd lines are always the first)
         try:
             record = loads(raw)
         except RunFileError:
-            continue  # (a torn or damaged line: the next tells where the journal starts)
-        seq = record.get("seq") if isinstance(record, dict) else None
+            return None  # (a damaged line before the first transition: its seq is unknown)
+        if not isinstance(record, dict):
+            return None
+        if number == 0 and "queue" in record and "job" not in record:
+            owner = record["queue"] if isinstance(record["queue"], str) else None
+            continue
+        seq = record.get("seq")
         if isinstance(seq, int) and not isinstance(seq, bool) and "job" in record:
-            return seq
-    return 0
+            return owner, seq
+        return None
+    else:
+        if len(data) < size:
+            return None  # (no transition in its first 64 KiB: not a runner's journal)
+    return owner, 0

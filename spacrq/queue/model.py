@@ -490,6 +490,9 @@ class Queue:
     #: the last checkpoint the queue was read from, its file being damaged (never saved;
     #: see :mod:`spacrq.queue.lastgood`)
     recovered_from: str = field(default="", compare=False, repr=False)
+    #: whether the journal read was written for another queue (never applied; kept aside
+    #: when it is folded, never emptied)
+    journal_foreign: bool = field(default=False, compare=False, repr=False)
     #: Whether ``created`` was read from the file (a hand-written one may not say: then it
     #: is made up at every load, and cannot tell this queue from another).
     created_in_file: bool = field(default=True, compare=False, repr=False)

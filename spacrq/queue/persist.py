@@ -94,6 +94,8 @@ class QueueWriter:
         self._last_write = time.monotonic()
         self._sync_owed = False  # a commit's fsync left for sync(), as the job starts
         self._held = False  # the edit lock kept from a claim to the job's start (see claim)
+        self._taken_in = False  # the file was changed by another writer since the last checkpoint
+        self._checkpoint_said = ""  # why no checkpoint could be kept, once said
         self._open_journal()  # both modes make each transition durable with one journal line
 
     def _open_journal(self) -> bool:
@@ -195,9 +197,16 @@ class QueueWriter:
 
     def _write_locked(self, durable: bool = True) -> None:
         parts = self._all_parts()
+        # A file another writer changed (a job added or edited, durably) is replaced
+        # durably too: the journal holds transitions, not jobs, so were this replace lost
+        # to a power cut, the last checkpoint — from before the change — could not bring
+        # the change back (see spacrq.queue.lastgood).
+        durable = durable or self._taken_in
         if self.journal is not None and durable:
             self.journal.checkpoint(parts)  # the file durable, then the journal emptied
             self._lines, self._last_write = 0, time.monotonic()
+            self._taken_in = False
+            self._note_checkpoint()
         elif self.journal is not None:  # current for every reader; durable through the journal
             self.queue.journal_seq = self.journal.seq
             self._replacer.write(render_queue(self.queue, parts))
@@ -205,6 +214,7 @@ class QueueWriter:
             self.queue.journal_seq = max(self.queue.journal_seq, last_journal_seq(self.path)) + 1
             write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
             self._lines, self._last_write = 0, time.monotonic()
+            self._taken_in = False
         self._key = file_key(self._file)
         if self.problem:
             self.notes.append(f"saving {self.path} failed from {self._failed_at} until "
@@ -321,6 +331,18 @@ class QueueWriter:
         if self.mode == "file":
             self._replacer.prepare()
 
+    def _note_checkpoint(self) -> None:
+        """Say once why the last checkpoint could not be kept beside the journal (a folder
+        in its place, no hard links): after a power cut the file could then not be
+        brought back from it (see :mod:`spacrq.queue.lastgood`)."""
+        problem = self.journal.checkpoint_problem if self.journal is not None else ""
+        if problem and problem != self._checkpoint_said:
+            note = (f"the queue file's last checkpoint could not be kept beside its journal "
+                    f"({problem}), so a file a power cut damaged could not be read from it")
+            print(f"spacrq: {note}", file=sys.stderr, flush=True)
+            self.notes.append(note)
+        self._checkpoint_said = problem
+
     def _journal_lost(self) -> None:
         """Somebody removed or replaced the journal while the queue runs: what was written
         to it since the last checkpoint is in memory; a new journal is started and the
@@ -398,6 +420,7 @@ class QueueWriter:
         if self._key is None or now is None or now == self._key:
             return []
         self._key = now  # read once per change, whatever it holds
+        self._taken_in = True  # (its next write is a checkpoint: see _write_locked)
         try:
             other = Queue.from_dict(read_queue_document(self.path))
         except QueueError as exc:

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
-                                  journal_problem, last_journal_seq, open_journal_file,
+                                  last_journal_seq, open_journal_file,
                                   replay_journal, transition_problem)
-from spacrq.queue.lastgood import (checkpoint_path, drop_checkpoint, first_journal_seq,
+from spacrq.queue.lastgood import (checkpoint_path, drop_checkpoint, journal_start,
                                    read_checkpoint)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
                                  logs_dir, runner_names)
@@ -162,15 +162,17 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         try:
             document, inode = _read_document(path, unique_keys)
         except DamagedQueueFile as damage:
-            recovered = _from_checkpoint(path, damage, unique_keys)
-            document, inode = recovered
+            recovered, inode = _from_checkpoint(path, damage, unique_keys)
             reason = _damage_of(str(damage))
-        if isinstance(document, dict) and "jobs" not in document \
+        if recovered is not None:
+            queue = recovered
+        elif isinstance(document, dict) and "jobs" not in document \
                 and "spacr_queue" not in document:
             raise QueueError(f'{path} is not a queue file: it holds neither "jobs" nor '
                              '"spacr_queue"; name a queue file (NAME.queue.json), or write '
                              '{"spacr_queue": 1, "jobs": []} in it to start an empty queue')
-        queue = Queue.from_dict(document)
+        else:
+            queue = Queue.from_dict(document)
         replay_journal(queue, path)
         if recovered is not None:
             queue.recovered_from = str(checkpoint_path(path))
@@ -198,10 +200,12 @@ def _damage_of(message: str) -> str:
 
 
 def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
-                     unique_keys: bool) -> tuple[Any, int]:
-    """The document of ``path``'s last checkpoint and its inode, when it can stand in for
-    the damaged file (see :mod:`spacrq.queue.lastgood`).  :raises DamagedQueueFile:
-    ``damage`` when it cannot, or one sentence when the journal does not follow on from it."""
+                     unique_keys: bool) -> tuple[Queue, int]:
+    """The queue of ``path``'s last checkpoint and its inode, when it can stand in for the
+    damaged file (see :mod:`spacrq.queue.lastgood`).  :raises DamagedQueueFile:
+    ``damage`` when there is none to stand in, or one sentence saying why the one there
+    cannot (another queue's, transitions missing between it and the journal, not a
+    queue), naming both files."""
     kept = read_checkpoint(path, MAX_QUEUE_BYTES)
     if kept is None:
         raise damage
@@ -211,23 +215,35 @@ def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
             raise damage  # (damaged in place: the checkpoint is the same bytes)
     except FileNotFoundError:
         pass
-    first = first_journal_seq(journal_path(path))
-    if first is None or journal_problem(journal_path(path)):
+    start = journal_start(path)
+    if start is None:
         raise damage  # (no journal of a run: the checkpoint may be of an earlier one)
+    owner, first = start
+    checkpoint = checkpoint_path(path)
+
+    def refuse(why: str) -> DamagedQueueFile:
+        return DamagedQueueFile(f"{damage}; its last checkpoint {checkpoint} cannot stand in "
+                                f"for it: {why}")
     try:
-        document = _parse_document(data, checkpoint_path(path), unique_keys)
-    except DamagedQueueFile:
-        raise damage from None
-    seq = document.get("journal_seq", 0) if isinstance(document, dict) else None
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        raise damage
-    if first and first > seq + 1:
-        raise DamagedQueueFile(
-            f"{damage}; its last checkpoint {checkpoint_path(path)} is older than the "
-            f"journal's first transition (seq {first}, the checkpoint has {seq}), so "
-            "transitions between them are missing: copy the checkpoint over the file to "
-            "go on from it, and check the jobs after it by their logs") from None
-    return document, inode
+        document = _parse_document(data, checkpoint, unique_keys)
+    except DamagedQueueFile as exc:
+        raise refuse(str(exc).split("; ")[0]) from None
+    if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
+        raise refuse('it is not a queue (it holds no "jobs" list)')
+    try:
+        queue = Queue.from_dict(document)
+    except QueueError as exc:
+        raise refuse(str(exc)) from None
+    if owner is not None and queue.created_in_file and owner != queue.created:
+        raise refuse(f"it is another queue's (created {queue.created}; the journal's queue "
+                     f"was created {owner}), so neither is applied to the other: restore the "
+                     "file from a copy, or move the journal away to start it afresh")
+    if first and first > queue.journal_seq + 1:
+        raise refuse(f"it is older than the journal's first transition (seq {first}, the "
+                     f"checkpoint has {queue.journal_seq}), so transitions between them are "
+                     "missing: copy the checkpoint over the file to go on from it, and check "
+                     "the jobs after it by their logs")
+    return queue, inode
 
 
 def open_queue(path: str | os.PathLike) -> Queue:
@@ -248,7 +264,7 @@ def open_queue(path: str | os.PathLike) -> Queue:
             queue = load_queue(path, unique_keys=True)
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
-            kept = _empty_journal(path, keep=queue.journal_skipped > 0)
+            kept = _empty_journal(path, keep=queue.journal_skipped > 0 or queue.journal_foreign)
             drop_checkpoint(path)  # (the file is durable again: nothing to stand in for it)
             if kept is not None:
                 queue.warnings.append(f"the journal, lines that could not be applied "
@@ -290,10 +306,20 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
     """
     queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
     try:
-        return write_queue_file(queue, path)
+        written = write_queue_file(queue, path)
     except (OSError, RunFileError) as exc:
         raise QueueError(f"could not write {path} ({getattr(exc, 'strerror', None) or exc}); "
                          "check that the folder exists and is writable") from None
+    _checkpoint_superseded(path)
+    return written
+
+
+def _checkpoint_superseded(path: str | os.PathLike) -> None:
+    """The file was just written durably by a writer other than its runner: a checkpoint a
+    dead runner left is older than it, and must never stand in for it (a live runner's
+    next write is a checkpoint of its own: see :class:`spacrq.queue.persist.QueueWriter`)."""
+    if os.path.lexists(checkpoint_path(path)) and not runner_holds(logs_dir(path)):
+        drop_checkpoint(path)
 
 
 #: what changes when anybody replaces the file (inode, size, mtime); None when absent
@@ -337,8 +363,7 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
                                  f"({getattr(exc, 'strerror', None) or exc}); nothing was "
                                  "changed: check that the folder exists and is writable") from None
             if lock.held():  # held from load to the end of the write: nobody overlapped
-                if queue.recovered_from and not runner_holds(logs_dir(path)):
-                    drop_checkpoint(path)  # (written again, durably, from it)
+                _checkpoint_superseded(path)
                 return queue
     raise QueueError(f"the queue's lock file {logs_dir(path) / 'queue.lock'} keeps being removed "
                      f"while this change is made; {path} may not hold it: find what removes the "

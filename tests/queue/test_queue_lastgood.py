@@ -186,7 +186,125 @@ def test_no_checkpoint_is_made_or_removed_through_a_linked_logs_folder(tmp_path)
     if logs.exists():
         logs.rmdir()
     logs.symlink_to(elsewhere)
-    assert keep_checkpoint(path) is False
+    assert "cannot be opened as a folder" in keep_checkpoint(path)
     drop_checkpoint(path)
     assert [p.name for p in elsewhere.iterdir()] == ["last-checkpoint.json"]
     assert (elsewhere / "last-checkpoint.json").read_text() == "theirs"
+
+
+def _gate(jid, tmp_path, gate):
+    script = f"echo {jid} >> runs; while [ ! -e {gate} ]; do sleep 0.02; done"
+    return Job(module="command", id=jid, cwd=str(tmp_path), settings={"argv": ["sh", "-c", script]})
+
+
+def test_jobs_added_and_edited_while_it_runs_survive_a_kill_and_a_zeroed_file(tmp_path):
+    """The journal holds transitions, not jobs: the runner's write that takes an added or
+    edited job in is a checkpoint, so the change outlives a power cut of the next replace."""
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(_gate("first", tmp_path, "go1"))
+    queue.add(_counted("waiting", tmp_path))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: (tmp_path / "runs").exists(), what="the first job")
+        assert cli.main(["queue", "add", str(path), "command", "--id", "late",
+                         "--set", 'argv=["sh", "-c", "echo late >> runs"]',
+                         "--cwd", str(tmp_path)]) == 0
+        assert cli.main(["queue", "add", str(path), "command", "--id", "tail", "--cwd",
+                         str(tmp_path), "--set", 'argv=["sh", "-c", "echo tail >> runs; '
+                         'while [ ! -e go2 ]; do sleep 0.02; done"]']) == 0
+        assert cli.main(["queue", "edit", str(path), "waiting", "--label", "EDITED"]) == 0
+        (tmp_path / "go1").write_text("")
+        wait_until(lambda: "tail" in (tmp_path / "runs").read_text().split(), what="tail")
+        wait_until(lambda: [j.status for j in load_queue(path).jobs][-1] == "running",
+                   what="the file to show tail running")
+        os.kill(ref.pid, signal.SIGKILL)
+        reap(ref.pid)
+    finally:
+        (tmp_path / "go1").write_text("")
+        (tmp_path / "go2").write_text("")
+    _power_cut(path)
+    assert resume_queue(path).ok
+    after = load_queue(path)
+    assert [(j.id, j.status) for j in after.jobs] == [
+        ("first", "success"), ("waiting", "success"), ("late", "success"), ("tail", "success")]
+    assert after.find("waiting").label == "EDITED"
+    assert (tmp_path / "runs").read_text().split() == ["first", "waiting", "late", "tail"]
+
+
+def test_a_checkpoint_of_another_queue_never_stands_in_and_the_journal_is_kept(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    _, other = _queue(tmp_path / "other")
+    other_doc = read_queue_document(other)
+    other_doc["created"] = "2020-01-01T00:00:00+00:00"
+    import json
+    checkpoint_path(path).unlink()
+    checkpoint_path(path).write_text(json.dumps(other_doc))
+    journal = journal_path(path).read_bytes()
+    with pytest.raises(QueueError, match="another queue's") as caught:
+        open_queue(path)
+    assert str(checkpoint_path(path)) in str(caught.value)
+    assert journal_path(path).read_bytes() == journal  # never emptied
+
+
+def test_a_checkpoint_that_is_not_a_queue_is_named_as_what_cannot_stand_in(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    checkpoint_path(path).unlink()
+    checkpoint_path(path).write_text('{"a": 1}')
+    with pytest.raises(QueueError, match="cannot stand in for it: it is not a queue") as caught:
+        load_queue(path)
+    assert "write {" not in str(caught.value)  # (no advice to empty the file)
+
+
+def test_a_journal_whose_start_is_damaged_never_vouches_for_a_checkpoint(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    good = journal_path(path).read_bytes()
+    journal_path(path).write_bytes(b"x" * 70_000 + b"\n" + good)
+    with pytest.raises(QueueError, match="not valid JSON"):
+        load_queue(path)
+
+
+def test_a_journal_of_zeros_a_power_cut_left_is_no_transition(tmp_path):
+    """The checkpoint emptied the journal; the next lines never reached the disk."""
+    path = _runs_then_cut(tmp_path)
+    journal_path(path).write_bytes(b"\0" * 400)
+    queue = load_queue(path)
+    assert [j.status for j in queue.jobs] == ["pending"] * 3  # the checkpoint, as it was
+
+
+def test_a_checkpoint_behind_a_linked_logs_folder_is_not_read(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    logs = tmp_path / "night_logs"
+    logs.rename(tmp_path / "moved")
+    logs.symlink_to(tmp_path / "moved")
+    with pytest.raises(QueueError, match="not valid JSON"):
+        load_queue(path)
+
+
+def test_an_edit_of_a_zeroed_file_says_so_and_leaves_no_stale_checkpoint(tmp_path, capsys):
+    path = _runs_then_cut(tmp_path)
+    assert cli.main(["queue", "edit", str(path), "j2", "--label", "EDITED"]) == 0
+    err = capsys.readouterr().err
+    assert "last checkpoint" in err and "written again" in err
+    assert not checkpoint_path(path).exists()
+    assert read_queue_document(path)["jobs"][2]["label"] == "EDITED"
+
+
+def test_a_durable_write_after_a_crash_supersedes_the_checkpoint_it_left(tmp_path):
+    queue, path = _queue(tmp_path)
+    journal = Journal(queue, path)
+    journal.checkpoint()
+    journal.close()  # a runner that died with its file whole
+    assert checkpoint_path(path).exists()
+    assert cli.main(["queue", "edit", str(path), "j1", "--label", "EDITED"]) == 0
+    assert not checkpoint_path(path).exists()  # it would undo the edit after a later cut
+
+
+def test_a_checkpoint_that_cannot_be_kept_is_said_in_the_summary(tmp_path):
+    queue, path = _queue(tmp_path, n=1)
+    (tmp_path / "night_logs" / "last-checkpoint.json").mkdir(parents=True)
+    from spacrq.queue import run_queue
+    result = run_queue(load_queue(path), path)
+    assert result.ok
+    assert any("last checkpoint could not be kept" in n for n in result.notes), result.notes
