@@ -136,11 +136,15 @@ def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | 
         os.close(fd)
 
 
-def journal_start(path: str | os.PathLike) -> tuple[str | None, int] | None:
+#: What :func:`journal_start` says of a journal whose start is damaged.
+DAMAGED = "damaged"
+
+
+def journal_start(path: str | os.PathLike) -> tuple[str | None, int] | str | None:
     """``(the queue its header names, or None; the seq of its first transition, 0 when it
-    holds none)`` of ``path``'s journal; None when it is absent, behind a link, or its start
-    is damaged — then whether it follows on from a checkpoint cannot be told, and no
-    checkpoint is trusted (a runner's journal is always there, its lines whole but the
+    holds none)`` of ``path``'s journal; None when it is absent or behind a link,
+    :data:`DAMAGED` when its start is damaged — then whether it follows on from a
+    checkpoint cannot be told, and no checkpoint is trusted (a runner's journal is always there, its lines whole but the
     last)."""
     try:
         logs = _open_logs(path)
@@ -163,24 +167,24 @@ def journal_start(path: str | os.PathLike) -> tuple[str | None, int] | None:
         os.close(fd)
     owner: str | None = None
     if not data.strip(b"\0"):
-        return (None, 0) if len(data) == size else None
+        return (None, 0) if len(data) == size else DAMAGED
     for number, raw in enumerate(data.split(b"\n")[:-1]):  # (whole lines only)
         if not raw.strip(b"\0"):
             break  # zeros: lines a power cut lost (fsync'd lines are always the first)
         try:
             record = loads(raw)
         except RunFileError:
-            return None  # (a damaged line before the first transition: its seq is unknown)
+            return DAMAGED  # (a damaged line before the first transition: its seq is unknown)
         if not isinstance(record, dict):
-            return None
+            return DAMAGED
         if number == 0 and "queue" in record and "job" not in record:
             owner = record["queue"] if isinstance(record["queue"], str) else None
             continue
         seq = record.get("seq")
         if isinstance(seq, int) and not isinstance(seq, bool) and "job" in record:
             return owner, seq
-        return None
+        return DAMAGED
     else:
         if len(data) < size:
-            return None  # (no transition in its first 64 KiB: not a runner's journal)
+            return DAMAGED  # (no transition in its first 64 KiB: not a runner's journal)
     return owner, 0

@@ -45,8 +45,8 @@ from typing import Any
 from spacrq.queue.journal import (Journal, apply_transition, journal_has_lines,
                                   last_journal_seq, open_journal_file,
                                   replay_journal, transition_problem)
-from spacrq.queue.lastgood import (checkpoint_path, drop_checkpoint, journal_start,
-                                   read_checkpoint)
+from spacrq.queue.lastgood import (DAMAGED, checkpoint_path, drop_checkpoint, journal_start,
+                                   keep_checkpoint, read_checkpoint)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
                                  logs_dir, runner_names)
 from spacrq.queue.locks import runner_holds
@@ -218,12 +218,17 @@ def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
     start = journal_start(path)
     if start is None:
         raise damage  # (no journal of a run: the checkpoint may be of an earlier one)
-    owner, first = start
     checkpoint = checkpoint_path(path)
 
     def refuse(why: str) -> DamagedQueueFile:
         return DamagedQueueFile(f"{damage}; its last checkpoint {checkpoint} cannot stand in "
                                 f"for it: {why}")
+    if start == DAMAGED:
+        raise refuse(f"the first lines of the journal {journal_path(path)} are damaged, so "
+                     "whether transitions are missing between the two cannot be told: copy "
+                     "the checkpoint over the file to go on from it, and check the jobs "
+                     "after it by their logs")
+    owner, first = start
     try:
         document = _parse_document(data, checkpoint, unique_keys)
     except DamagedQueueFile as exc:
@@ -315,11 +320,16 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
 
 
 def _checkpoint_superseded(path: str | os.PathLike) -> None:
-    """The file was just written durably by a writer other than its runner: a checkpoint a
-    dead runner left is older than it, and must never stand in for it (a live runner's
-    next write is a checkpoint of its own: see :class:`spacrq.queue.persist.QueueWriter`)."""
-    if os.path.lexists(checkpoint_path(path)) and not runner_holds(logs_dir(path)):
-        drop_checkpoint(path)
+    """The file was just written durably by a writer other than its runner (who holds the
+    edit lock, so no checkpoint is being made meanwhile): a checkpoint older than it must
+    never stand in for it.  A dead runner's is dropped; a live runner's is replaced by this
+    file, which holds every transition its journal had (its ``journal_seq`` covers them),
+    so the jobs added or changed now are in it until the runner's next checkpoint."""
+    if not os.path.lexists(checkpoint_path(path)):
+        return
+    if runner_holds(logs_dir(path)) and keep_checkpoint(path) == "":
+        return
+    drop_checkpoint(path)  # (and when it cannot be replaced: none, rather than an older one)
 
 
 #: what changes when anybody replaces the file (inode, size, mtime); None when absent

@@ -261,7 +261,7 @@ def test_a_journal_whose_start_is_damaged_never_vouches_for_a_checkpoint(tmp_pat
     path = _runs_then_cut(tmp_path)
     good = journal_path(path).read_bytes()
     journal_path(path).write_bytes(b"x" * 70_000 + b"\n" + good)
-    with pytest.raises(QueueError, match="not valid JSON"):
+    with pytest.raises(QueueError, match="first lines of the journal .* are damaged"):
         load_queue(path)
 
 
@@ -308,3 +308,41 @@ def test_a_checkpoint_that_cannot_be_kept_is_said_in_the_summary(tmp_path):
     result = run_queue(load_queue(path), path)
     assert result.ok
     assert any("last checkpoint could not be kept" in n for n in result.notes), result.notes
+
+
+def test_a_job_added_to_a_large_running_queue_is_in_its_checkpoint_at_once(tmp_path, monkeypatch):
+    """A large queue's runner writes its file only at checkpoints: the add's own durable
+    write becomes the checkpoint, so a file damaged afterwards never loses the job."""
+    monkeypatch.setenv("SPACRQ_QUEUE_DIRECT_MAX_JOBS", "0")  # journal mode, as above 500 jobs
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(_gate("first", tmp_path, "go1"))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: (tmp_path / "runs").exists(), what="the first job")
+        assert cli.main(["queue", "add", str(path), "command", "--id", "late", "--cwd",
+                         str(tmp_path), "--set", 'argv=["sh", "-c", "echo late >> runs; '
+                         'while [ ! -e go2 ]; do sleep 0.02; done"]']) == 0
+        assert checkpoint_path(path).stat().st_ino == path.stat().st_ino  # the add's file
+        (tmp_path / "go1").write_text("")
+        wait_until(lambda: "late" in (tmp_path / "runs").read_text().split(), what="late")
+        os.kill(ref.pid, signal.SIGKILL)
+        reap(ref.pid)
+    finally:
+        (tmp_path / "go1").write_text("")
+        (tmp_path / "go2").write_text("")
+    zeros = tmp_path / "zeros"  # damaged (not by a power cut: the add fsync'd it), replaced
+    zeros.write_bytes(b"\0" * path.stat().st_size)
+    os.replace(zeros, path)
+    assert resume_queue(path).ok
+    assert [(j.id, j.status) for j in load_queue(path).jobs] == [("first", "success"),
+                                                                 ("late", "success")]
+    assert (tmp_path / "runs").read_text().split() == ["first", "late"]
+
+
+def test_a_damaged_journal_start_is_named_as_why_the_checkpoint_cannot_stand_in(tmp_path):
+    path = _runs_then_cut(tmp_path)
+    journal_path(path).write_bytes(b"garbage\n" + journal_path(path).read_bytes())
+    with pytest.raises(QueueError, match="first lines of the journal .* are damaged"):
+        load_queue(path)
