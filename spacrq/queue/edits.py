@@ -37,7 +37,8 @@ from typing import Any
 from spacrq.queue.model import (RESUMABLE_STATUSES, STATUS_RUNNING, Job, Queue, QueueError)
 from spacrq.queue.settings import SettingsError, split_override
 from spacrq.queue.locks import runner_holds
-from spacrq.queue.store import edit_lock, edit_queue, load_queue, logs_dir, save_queue
+from spacrq.queue.store import (edit_lock, edit_queue, load_queue, logs_dir, refuse_unreadable,
+                                save_queue)
 from spacrq.queue.validate import Modules, add_checked, validate_job
 from spacrq.watching import Code
 
@@ -251,11 +252,10 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
           ) -> tuple[Job, list, list[str]]:
     if not path.exists():
         raise EditMissing(f"the queue file {path} is not there any more; open it again")
-    if not logs_dir(path).exists():  # a garbled file is refused before its lock is made
-        try:
-            load_queue(path)
-        except QueueError as exc:
-            raise EditFailed(str(exc)) from None
+    try:
+        refuse_unreadable(path)
+    except QueueError as exc:
+        raise EditFailed(str(exc)) from None
     lock = edit_lock(path)
     try:
         lock.__enter__()
@@ -297,10 +297,8 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
         for name in EDIT_FIELDS:
             setattr(job, name, getattr(edited, name))
         save_queue(queue, path)
-        if queue.recovered_from:  # (what reading the file had to do, said with the change)
-            queue.warnings.append(f"{path.name} was written again from them")
-            return job, problems, queue.warnings
-        return job, problems, []
+        # (what reading a damaged file had to do, said with the change)
+        return job, problems, queue.warnings if queue.recovered_from else []
     except QueueError as exc:
         if not path.exists():
             raise EditMissing(f"the queue file {path} is not there any more; open it "

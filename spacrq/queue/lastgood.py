@@ -111,22 +111,38 @@ def _drop(logs: int) -> None:
             pass
 
 
-def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | None:
-    """The bytes of ``path``'s last checkpoint and its inode, or None when there is none
-    usable (absent, a link or behind one, not a regular file, larger than ``limit``)."""
+def _open_regular(path: str | os.PathLike, name: str) -> tuple[int, os.stat_result] | None:
+    """``name`` in ``path``'s logs folder, opened for reading with its stat, when it is a
+    regular file reached through no link (its folder's included); else None."""
     try:
         logs = _open_logs(path)
     except OSError:
         return None
     try:
-        fd = os.open(CHECKPOINT_FILE, os.O_RDONLY | _SAFE, dir_fd=logs)
+        fd = os.open(name, os.O_RDONLY | _SAFE, dir_fd=logs)
     except OSError:
         return None
     finally:
         os.close(logs)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def read_checkpoint(path: str | os.PathLike, limit: int) -> tuple[bytes, int] | None:
+    """The bytes of ``path``'s last checkpoint and its inode, or None when there is none
+    usable (absent, a link or behind one, not a regular file, larger than ``limit``)."""
+    opened = _open_regular(path, CHECKPOINT_FILE)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        if st.st_size > limit:
             return None
         with open(fd, "rb", closefd=False) as handle:
             return handle.read(limit + 1), st.st_ino
@@ -144,23 +160,14 @@ def journal_start(path: str | os.PathLike) -> tuple[str | None, int] | str | Non
     """``(the queue its header names, or None; the seq of its first transition, 0 when it
     holds none)`` of ``path``'s journal; None when it is absent or behind a link,
     :data:`DAMAGED` when its start is damaged — then whether it follows on from a
-    checkpoint cannot be told, and no checkpoint is trusted (a runner's journal is always there, its lines whole but the
-    last)."""
-    try:
-        logs = _open_logs(path)
-    except OSError:
+    checkpoint cannot be told, and no checkpoint is trusted (a runner's journal is always
+    there, its lines whole but the last)."""
+    opened = _open_regular(path, JOURNAL_FILE)
+    if opened is None:
         return None
+    fd, st = opened
     try:
-        fd = os.open(JOURNAL_FILE, os.O_RDONLY | _SAFE, dir_fd=logs)
-    except OSError:
-        return None
-    finally:
-        os.close(logs)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, _HEAD_BYTES)
-        size = os.fstat(fd).st_size
+        data, size = os.read(fd, _HEAD_BYTES), st.st_size
     except OSError:
         return None
     finally:

@@ -122,22 +122,27 @@ def _read_document(path: str | os.PathLike, unique_keys: bool = False) -> tuple[
 
 class DamagedQueueFile(QueueError):
     """The queue file's bytes are not JSON (empty, zero bytes, torn, not text): what a
-    power cut can leave of a file replaced without an fsync (see :mod:`spacrq.queue.lastgood`)."""
+    power cut can leave of a file replaced without an fsync (see :mod:`spacrq.queue.lastgood`).
+    ``what`` says which, in a few words."""
+
+    def __init__(self, message: str, what: str) -> None:
+        super().__init__(message)
+        self.what = what
 
 
 def _parse_document(data: bytes, target: str | os.PathLike, unique_keys: bool) -> Any:
     if not data.strip():
         raise DamagedQueueFile(f"{target} is empty; a queue file looks like "
-                               '{"spacr_queue": 1, "jobs": [...]}')
+                               '{"spacr_queue": 1, "jobs": [...]}', "empty")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
         raise DamagedQueueFile(f"{target} is not a text file; a queue file is JSON like "
-                               '{"spacr_queue": 1, "jobs": [...]}') from None
+                               '{"spacr_queue": 1, "jobs": [...]}', "not a text file") from None
     try:
         document = loads(data, where=target)
     except RunFileError as exc:  # it names the line and column where it broke
-        raise DamagedQueueFile(str(exc)) from None
+        raise DamagedQueueFile(str(exc), "not valid JSON") from None
     if unique_keys:
         _refuse_duplicate_keys(data, target)
     return document
@@ -163,7 +168,7 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
             document, inode = _read_document(path, unique_keys)
         except DamagedQueueFile as damage:
             recovered, inode = _from_checkpoint(path, damage, unique_keys)
-            reason = _damage_of(str(damage))
+            what = damage.what
         if recovered is not None:
             queue = recovered
         elif isinstance(document, dict) and "jobs" not in document \
@@ -177,10 +182,10 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         if recovered is not None:
             queue.recovered_from = str(checkpoint_path(path))
             queue.warnings.append(
-                f"{path} could not be read ({reason}): its last write did not reach the disk "
-                f"before a power cut or a crash, so it was read from its last checkpoint ("
-                f"{logs_dir(path).name}/{checkpoint_path(path).name}) and its journal, which hold every transition "
-                "made durable")
+                f"{path} could not be read ({what}): its last write did not reach the disk "
+                "before a power cut or a crash, so it was read from its last checkpoint "
+                f"({logs_dir(path).name}/{checkpoint_path(path).name}) and its journal, "
+                "which hold every transition made durable")
             return queue  # (the damaged file was not replaced meanwhile: it is still damaged)
         try:
             if os.stat(path).st_ino == inode:
@@ -188,15 +193,6 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         except OSError:
             return queue
     return queue
-
-
-def _damage_of(message: str) -> str:
-    """What is wrong with a damaged file, in a few words (its full sentence names the file
-    and the fix, which the warning it goes into says otherwise)."""
-    for words in ("is empty", "is not a text file"):
-        if words in message:
-            return words[3:]
-    return "not valid JSON"
 
 
 def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
@@ -222,7 +218,7 @@ def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
 
     def refuse(why: str) -> DamagedQueueFile:
         return DamagedQueueFile(f"{damage}; its last checkpoint {checkpoint} cannot stand in "
-                                f"for it: {why}")
+                                f"for it: {why}", damage.what)
     if start == DAMAGED:
         raise refuse(f"the first lines of the journal {journal_path(path)} are damaged, so "
                      "whether transitions are missing between the two cannot be told: copy "
@@ -232,7 +228,7 @@ def _from_checkpoint(path: str | os.PathLike, damage: DamagedQueueFile,
     try:
         document = _parse_document(data, checkpoint, unique_keys)
     except DamagedQueueFile as exc:
-        raise refuse(str(exc).split("; ")[0]) from None
+        raise refuse(f"it is {exc.what}") from None
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
         raise refuse('it is not a queue (it holds no "jobs" list)')
     try:
@@ -270,12 +266,10 @@ def open_queue(path: str | os.PathLike) -> Queue:
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
             kept = _empty_journal(path, keep=queue.journal_skipped > 0 or queue.journal_foreign)
-            drop_checkpoint(path)  # (the file is durable again: nothing to stand in for it)
             if kept is not None:
                 queue.warnings.append(f"the journal, lines that could not be applied "
                                       f"included, is kept as {kept}")
-            if queue.recovered_from:
-                queue.warnings.append(f"{Path(path).name} was written again from them")
+            _checkpoint_superseded(path, queue)
     except (QueueError, OSError) as exc:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
@@ -315,21 +309,33 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
     except (OSError, RunFileError) as exc:
         raise QueueError(f"could not write {path} ({getattr(exc, 'strerror', None) or exc}); "
                          "check that the folder exists and is writable") from None
-    _checkpoint_superseded(path)
+    _checkpoint_superseded(path, queue)
     return written
 
 
-def _checkpoint_superseded(path: str | os.PathLike) -> None:
-    """The file was just written durably by a writer other than its runner (who holds the
-    edit lock, so no checkpoint is being made meanwhile): a checkpoint older than it must
-    never stand in for it.  A dead runner's is dropped; a live runner's is replaced by this
-    file, which holds every transition its journal had (its ``journal_seq`` covers them),
-    so the jobs added or changed now are in it until the runner's next checkpoint."""
+def _checkpoint_superseded(path: str | os.PathLike, queue: Queue) -> None:
+    """``queue`` was just written durably to ``path`` by a writer other than its runner
+    (who holds the edit lock, so no checkpoint is being made meanwhile): a checkpoint older
+    than it must never stand in for it.  A dead runner's is dropped; a live runner's is
+    replaced by this file, which holds every transition its journal had (its
+    ``journal_seq`` covers them), so the jobs added or changed now are in it until the
+    runner's next checkpoint.  A queue read from its checkpoint says it was written again."""
+    if queue.recovered_from:
+        queue.warnings.append(f"{Path(path).name} was written again from them")
     if not os.path.lexists(checkpoint_path(path)):
         return
     if runner_holds(logs_dir(path)) and keep_checkpoint(path) == "":
         return
     drop_checkpoint(path)  # (and when it cannot be replaced: none, rather than an older one)
+
+
+def refuse_unreadable(path: str | os.PathLike) -> None:
+    """Before a writer makes the queue's logs folder and lock for the first time: a missing
+    or garbled file is refused then, leaving the folder as it was.
+
+    :raises QueueError: one sentence, as :func:`load_queue` says it."""
+    if not logs_dir(path).exists():
+        load_queue(path)
 
 
 #: what changes when anybody replaces the file (inode, size, mtime); None when absent
@@ -355,8 +361,8 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
 
     :raises QueueError: the file cannot be read or written, or ``change`` refused.
     """
-    if not logs_dir(path).exists() and (create is None or os.path.lexists(path)):
-        load_queue(path)  # (a missing or garbled file is refused before its lock is made)
+    if create is None or os.path.lexists(path):
+        refuse_unreadable(path)
     for attempt in range(20):
         with edit_lock(path) as lock:
             if create is not None and not Path(path).exists():
@@ -373,7 +379,7 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
                                  f"({getattr(exc, 'strerror', None) or exc}); nothing was "
                                  "changed: check that the folder exists and is writable") from None
             if lock.held():  # held from load to the end of the write: nobody overlapped
-                _checkpoint_superseded(path)
+                _checkpoint_superseded(path, queue)
                 return queue
     raise QueueError(f"the queue's lock file {logs_dir(path) / 'queue.lock'} keeps being removed "
                      f"while this change is made; {path} may not hold it: find what removes the "
