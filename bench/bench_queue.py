@@ -13,9 +13,9 @@ For each queue size N it times, wall clock, in one run:
   final state (``runner.json`` ``started_at`` → ``finished_at``), so the
   interpreter's start-up — a fixed cost of ~0.2–1 s, not a per-job one — is
   left out (it is printed separately).  Every transition is durable, each job
-  gets its own log file, process group and exit record (the runner starts
-  its jobs as its own children under its keeper, which records any a dead
-  runner left), in both persistence modes, each forced at both sizes:
+  gets its own log file and process group, and its lines in the queue's exit
+  record (the runner starts its jobs as its own children under its keeper,
+  which records any a dead runner left), in both persistence modes, each forced at both sizes:
   ``file`` (every transition written to the journal before the job it
   concerns starts and fsync'd as that job starts — on the runner's fsync
   thread, one at a time, so a job's transitions are durable by the time the
@@ -138,11 +138,11 @@ def time_lean(n: int, folder: Path) -> float:
     any it leaves behind), with every durability of file mode kept.  Per job: the two
     jobs that changed serialised again and the file replaced atomically (its temporary
     file made while the job before ran), the "running" line written, the job spawned in
-    its own session into its log and its "starting" written to its exit record (both
-    opened while the job before ran), its start written to its record, the journal
-    fsync'd, the next job's files opened, its end seen with ``waitid(WNOWAIT)`` — so a runner that dies
-    before journalling it leaves a zombie for the subreaper to record — journalled, then
-    reaped and written to its record."""
+    its own session into its log (opened while the job before ran) and its "starting"
+    written to the queue's exit record (open for the whole run), its start written to
+    the record, the journal fsync'd, the next job's log opened, its end seen with
+    ``waitid(WNOWAIT)`` — so a runner that dies before journalling it leaves a zombie for
+    the subreaper to record — journalled, then reaped and written to its record."""
     import orjson
     work = folder / f"lean{n}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
@@ -155,17 +155,18 @@ def time_lean(n: int, folder: Path) -> float:
     target, temp = str(work / "q.queue.json"), str(work / ".q.tmp")
     env, seq, before = dict(os.environ), 0, None
     made = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    def files(i: int) -> tuple[str, int, int]:
+    record = os.open(work / "exits.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def files(i: int) -> tuple[str, int]:
         log = str(work / f"{i:03d}_{jobs[i]['id']}.log")
-        return (log, os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
-                os.open(log[:-4] + ".exit.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        return log, os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     ahead = files(0)
     t0 = time.perf_counter()
     for i, job in enumerate(jobs):
         if i == 1:
             t0 = time.perf_counter()
-        log, log_fd, record = ahead
+        log, log_fd = ahead
         job.update(status="running", started=datetime.now().astimezone().isoformat(),
                    attempts=1, log_path=log)
         seq += 1
@@ -195,12 +196,11 @@ def time_lean(n: int, folder: Path) -> float:
             k: job[k] for k in ("status", "finished", "exit_code")}, "seq": seq}) + b"\n")
         os.waitpid(pid, 0)
         os.write(record, orjson.dumps({"key": job["started"], "exit_code": code}) + b"\n")
-        os.close(record)
         os.close(log_fd)
         before = i
     os.fsync(journal)
     elapsed = time.perf_counter() - t0
-    for fd in (made, journal, devnull):
+    for fd in (made, journal, devnull, record):
         os.close(fd)
     return elapsed / max(1, n - 1) * n  # (so that / n gives the per-job figure)
 

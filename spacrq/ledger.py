@@ -208,7 +208,7 @@ def read_run_status(artifact: str | Path) -> list[dict[str, Any]]:
             record = dict(zip(_COLUMNS, row))
             try:
                 record["failures"] = json.loads(record.pop("failures_json") or "[]")
-            except ValueError:
+            except (ValueError, RecursionError):
                 record["failures"] = []
             out.append(record)
         return out

@@ -376,12 +376,8 @@ def _job_peak_rss(job: Job) -> tuple[int | None, int | None]:
     as written.
     """
     if job.log_path:
-        from spacrq.queue.supervise import exit_record_path
-        from spacrq.runfiles import read_jsonl
-        try:
-            lines = read_jsonl(exit_record_path(job.log_path))
-        except OSError:
-            lines = []
+        from spacrq.queue.adopt import record_lines
+        lines = record_lines(job)[0]  # (the record is read once for all the night's jobs)
         ends = [line for line in lines if "exit_code" in line]
         mine = [line for line in ends if job.started and line.get("key") == job.started]
         for line in reversed(mine or ends):

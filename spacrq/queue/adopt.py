@@ -2,7 +2,8 @@
 
 A runner that dies does not take its job with it: the job's supervisor
 (:mod:`spacrq.queue.supervise`) keeps watching it and writes its exit
-status to the job's exit record.  So the next runner (``resume``, or a
+status to the queue's exit record (``NAME_logs/exits.jsonl``, a line per
+event, each naming its job and attempt).  So the next runner (``resume``, or a
 plain ``run``) asks the record what became of the job:
 
 * it **finished** (the record has its exit status): the outcome is
@@ -18,6 +19,7 @@ plain ``run``) asks the record what became of the job:
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -28,8 +30,8 @@ from spacrq.modules import ModuleError
 from spacrq.procs import ProcessRef, is_alive, stop_group
 from spacrq.queue.control import Control
 from spacrq.queue.model import Job, now_iso, parse_iso
-from spacrq.queue.supervise import exit_record_path
-from spacrq.runfiles import JsonlTail, RunFileError, append_text
+from spacrq.queue.supervise import exit_record_path, legacy_record_path
+from spacrq.runfiles import RunFileError, append_text, loads
 
 FINISHED, RUNNING, UNKNOWN = "finished", "running", "unknown"
 
@@ -54,18 +56,89 @@ class Record:
         return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+#: the exit records read, by path: (what identifies the version read, its lines, why part of
+#: it could not be read) — a morning report asks for every job of a night, read once
+_READ: dict[str, tuple[tuple, list, str]] = {}
+#: how much of the end of an exit record is read (a line per start and end of an attempt, a
+#: few hundred bytes each: far more attempts than a night holds); what is before is older
+RECORD_BYTES = 32 * 1024 * 1024
+_SAFE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _record_file(path: str) -> tuple[list, str]:
+    """The lines of the exit record ``path`` and why part of it could not be read ('').
+
+    Opened never through a link and never waiting on a FIFO in its place; only its last
+    :data:`RECORD_BYTES` are read, so a record grown huge costs a bounded read."""
+    try:
+        fd = os.open(path, _SAFE)
+    except FileNotFoundError:
+        _READ.pop(path, None)
+        return [], ""
+    except OSError as exc:
+        if os.path.islink(path):
+            return [], "it is a symbolic link, which spacrq never reads through"
+        return [], exc.strerror or str(exc)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], "it is not a regular file"
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        known = _READ.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1], known[2]
+        start = max(0, st.st_size - RECORD_BYTES)
+        data = os.pread(fd, st.st_size - start, start)
+    except OSError as exc:
+        return [], exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    if start:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+    lines, bad = [], 0
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            line = loads(raw, where=path)
+        except RunFileError:
+            bad += 1
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+        else:
+            bad += 1
+    unreadable = f"{bad} line(s) of it are not records" if bad else ""
+    if len(_READ) > 16:
+        _READ.clear()
+    _READ[path] = (stamp, lines, unreadable)
+    return lines, unreadable
+
+
+def record_lines(job: Job) -> tuple[list[dict], str, str]:
+    """``(lines, why part of the record could not be read, the record's path)`` for ``job``:
+    the lines of the queue's exit record that name it, else — a job a spacrq 0.1 runner
+    left — those of its own record beside its log."""
+    if not job.log_path:
+        return [], "", ""
+    path = exit_record_path(job.log_path)
+    lines, unreadable = _record_file(path)
+    mine = [line for line in lines if line.get("job") == job.id]
+    if mine:
+        return mine, unreadable, path
+    legacy = legacy_record_path(job.log_path)
+    old, old_unreadable = _record_file(legacy)
+    if old or old_unreadable:
+        return old, old_unreadable, legacy
+    return [], unreadable, path
+
+
 def examine(job: Job) -> Record:
     """What became of ``job``'s attempt (the one that started at ``job.started``)."""
     if not job.log_path or not job.started:
         return Record(UNKNOWN, why="the queue file does not say where its log is")
-    tail = JsonlTail(exit_record_path(job.log_path))
-    try:
-        lines = tail.read()
-        unreadable = (f"{tail.bad_lines} line(s) of it are not records"
-                      if tail.bad_lines else "")
-    except (OSError, RunFileError) as exc:
-        lines, unreadable = [], str(getattr(exc, "strerror", None) or exc).splitlines()[0]
-    mine = [line for line in lines if isinstance(line, dict) and line.get("key") == job.started]
+    lines, unreadable, path = record_lines(job)
+    mine = [line for line in lines if line.get("key") == job.started]
     start = next((ln for ln in mine if "pid" in ln), {})
     end = next((ln for ln in mine if "exit_code" in ln), {})
     record = Record(UNKNOWN, start, end)
@@ -83,8 +156,7 @@ def examine(job: Job) -> Record:
     elif start:
         record.why = "its runner and its supervisor both died before its end was written down"
     elif unreadable:  # (lines of earlier attempts only: the usual case below)
-        record.why = (f"its exit record {exit_record_path(job.log_path)} cannot be read "
-                      f"({unreadable})")
+        record.why = f"its exit record {path} cannot be read ({unreadable})"
     else:
         record.why = "its runner died before the job was started, or before that was written down"
     return record
@@ -205,7 +277,7 @@ def note(job: Job, text: str) -> None:
 
 def stop_legacy_orphan(job: Job, grace: float) -> str:
     """A queue run before supervisors recorded only the job's pid: stop it before rerunning."""
-    if job.log_path and os.path.lexists(exit_record_path(job.log_path)):
+    if record_lines(job)[0]:
         return ""  # (not a queue run before exit records: its record said what it knows)
     ref = ProcessRef.from_dict(job.process)
     if ref is not None and is_alive(ref.pid, ref.started or None) \

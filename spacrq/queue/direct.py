@@ -10,8 +10,8 @@ runs jobs the same way through either.
 
 The order is what keeps a finished job from being run twice:
 
-1. the job's start (its pid, this runner's keeper as its ``supervisor``) is
-   written to its exit record as soon as it runs;
+1. the job's start (its pid, this runner's keeper as its ``supervisor``, its
+   log's name) is written to the queue's exit record as soon as it runs;
 2. its end is seen with ``waitid(…, WNOWAIT)``, which leaves it a zombie, and
    told to the engine, which makes it durable in the queue's journal;
 3. only then — before the next job starts, or when the run ends — is it
@@ -19,11 +19,12 @@ The order is what keeps a finished job from being run twice:
    group stopped; its end is written to its exit record once the next job
    started (the journal has it already: see :meth:`DirectStarter._write_down`).
 
-The next job's log and exit record are opened while the job before it runs
-(:meth:`DirectStarter.open_ahead`, from the runner's look-ahead), so starting
-a short job creates no file; a job that runs a while lets them go again
-(:meth:`DirectStarter.idle`), so no empty log of a job still waiting lies in
-the logs folder while a long job runs.
+The next job's log is opened while the job before it runs
+(:meth:`DirectStarter.open_ahead`, from the runner's look-ahead), and the
+exit record — one file for all the queue's jobs — stays open, so starting a
+short job creates no file; a job that runs a while lets the log opened ahead
+go again (:meth:`DirectStarter.idle`), so no empty log of a job still waiting
+lies in the logs folder while a long job runs.
 
 A runner that dies before 3 leaves the job (running, or a zombie) to its
 keeper, which reaps it and writes its end to the exit record.  A runner
@@ -57,7 +58,7 @@ class _Job:
     record: str
     log: str
     log_fd: int
-    record_fd: int
+    record_fd: int  # (the starter's: not this job's to close)
     pidfd: int
     started: float
     announce_at: float
@@ -69,12 +70,10 @@ class _Job:
 
 @dataclass
 class _Opened:
-    """The next job's files, opened ahead (see :meth:`DirectStarter.open_ahead`)."""
+    """The next job's log, opened ahead (see :meth:`DirectStarter.open_ahead`)."""
     log: str
-    record: str
     log_fd: int
-    record_fd: int
-    made: tuple[bool, bool]  # whether each was created by this starter (else it was there)
+    made: bool  # whether it was created by this starter (else it was there)
 
 
 def _open_ahead(path: str) -> tuple[int, bool]:
@@ -109,7 +108,9 @@ class DirectStarter:
         self._owed = False  # the job at hand was stopped without its end being heard
         self._active: Any = self  # who started the job at hand (the fallback, once used)
         self._kept = True  # until the keeper is seen gone (then the fallback, for good)
-        self._opened: _Opened | None = None  # the next job's files, opened ahead
+        self._opened: _Opened | None = None  # the next job's log, opened ahead
+        self._record: tuple[str, int] | None = None  # the exit record, kept open
+        self._unrecorded: tuple[str, str] | None = None  # (record, why) it could not be opened
         self._reaped: tuple[_Job, int] | None = None  # (job, its ru_maxrss) to write down
 
     # -- the keeper -----------------------------------------------------------------------
@@ -129,28 +130,41 @@ class DirectStarter:
     def warm(self) -> None:
         pass
 
-    @staticmethod
-    def _open_record(record: str, log: str, log_fd: int) -> int:
-        """The job's exit record opened, or -1 — said once, in the job's log and the
-        runner's: the job still runs, but a runner that dies while it runs leaves an
-        outcome nobody can tell, and resume runs the job again."""
+    def _open_record(self, record: str, log: str, log_fd: int) -> int:
+        """The exit record, open (kept open from job to job while it is still the file at
+        its path), or -1 — said in the job's log and the runner's: the job still runs,
+        but a runner that dies while it runs leaves an outcome nobody can tell, and resume
+        runs the job again."""
+        kept, self._record = self._record, None
+        if kept is not None:
+            if kept[0] == record and still_named(kept[1], record):
+                self._record = kept
+                return kept[1]
+            _close(kept[1])  # (moved, removed or replaced: its lines would be read by nobody)
         try:
-            return supervise.open_append(record)
+            fd = supervise.open_append(record)
         except OSError as exc:
             why = exc.strerror or str(exc)
+        else:
+            self._record, self._unrecorded = (record, fd), None
+            return fd
         text = (f"its exit record {record} cannot be written ({why}): the job runs, but if "
                 "the runner dies meanwhile its outcome is unknown and resume runs it again; "
                 "move what is in the record's place away (spacrq makes it again)")
         supervise._note(log, f"# spacrq: {text}\n", log_fd)
-        print(f"spacrq: job {os.path.basename(log)[:-4]}: {text}", file=sys.stderr, flush=True)
+        if self._unrecorded != (record, why):  # (the runner's log: once, not at every job)
+            self._unrecorded = (record, why)
+            print(f"spacrq: job {os.path.basename(log)[:-4]} and the jobs after it while this "
+                  f"lasts: {text}", file=sys.stderr, flush=True)
         return -1
 
-    # -- the next job's files, opened ahead -------------------------------------------------
-    def open_ahead(self, log: str, record: str) -> None:
-        """Open the next job's log and exit record now, while the job at hand runs, so
-        that its start creates no file (:meth:`send` takes them if the job it starts has
-        these very files, and they are still the files at these paths).  Never fatal:
-        whatever fails here is met again, and said, when that job starts."""
+    # -- the next job's log, opened ahead ----------------------------------------------------
+    def open_ahead(self, log: str, record: str = "") -> None:
+        """Open the next job's log now, while the job at hand runs, so that its start
+        creates no file (:meth:`send` takes it if the job it starts has this very log,
+        and it is still the file at its path).  Never fatal: whatever fails here is met
+        again, and said, when that job starts.  (``record``: the exit record, which stays
+        open from job to job anyway.)"""
         self._drop_opened()
         if not self._kept:
             return
@@ -158,27 +172,21 @@ class DirectStarter:
             log_fd, log_made = _open_ahead(log)
         except OSError:
             return
-        try:
-            record_fd, record_made = _open_ahead(record)
-        except OSError:
-            self._let_go(log, log_fd, log_made)
-            return
-        self._opened = _Opened(log, record, log_fd, record_fd, (log_made, record_made))
+        self._opened = _Opened(log, log_fd, log_made)
 
     def idle(self) -> None:
         """The job at hand ran a while: nobody waits for the next one's start now, so its
-        files opened ahead are let go of (an empty log of a job that has not started
-        would lie in the logs folder as long as this job runs)."""
+        log opened ahead is let go of (an empty log of a job that has not started would
+        lie in the logs folder as long as this job runs)."""
         self._drop_opened()
 
-    def _take_opened(self, log: str, record: str) -> tuple[int, int] | None:
-        """``(log fd, record fd)`` opened ahead for exactly these files, else None."""
+    def _take_opened(self, log: str) -> int:
+        """The log opened ahead for exactly this file, else -1."""
         opened, self._opened = self._opened, None
-        if opened is not None and opened.log == log and opened.record == record \
-                and still_named(opened.log_fd, log) and still_named(opened.record_fd, record):
-            return opened.log_fd, opened.record_fd
+        if opened is not None and opened.log == log and still_named(opened.log_fd, log):
+            return opened.log_fd
         self._let_go_of(opened)
-        return None
+        return -1
 
     def _drop_opened(self) -> None:
         opened, self._opened = self._opened, None
@@ -186,8 +194,7 @@ class DirectStarter:
 
     def _let_go_of(self, opened: _Opened | None) -> None:
         if opened is not None:
-            self._let_go(opened.log, opened.log_fd, opened.made[0])
-            self._let_go(opened.record, opened.record_fd, opened.made[1])
+            self._let_go(opened.log, opened.log_fd, opened.made)
 
     @staticmethod
     def _let_go(path: str, fd: int, made: bool) -> None:
@@ -212,10 +219,10 @@ class DirectStarter:
         self._active = self
         log, record, key = request["log"], request["record"], request["key"]
         base = {"key": key, "job": request.get("job", "")}
-        start = dict(base, supervisor=self.keeper, before=request.get("before") or {},
-                     folders=request.get("folders") or [])  # (its "starting" and start lines)
-        opened = self._take_opened(log, record)
-        log_fd, cwd, problem = supervise.open_log(request, opened[0] if opened else -1)
+        # (its "starting" and start lines: the log's name, for the keeper's note in it)
+        start = dict(base, supervisor=self.keeper, log=os.path.basename(log),
+                     before=request.get("before") or {}, folders=request.get("folders") or [])
+        log_fd, cwd, problem = supervise.open_log(request, self._take_opened(log))
         env = None
         if not problem:
             try:
@@ -230,18 +237,12 @@ class DirectStarter:
                     supervise._note(log, "# spacrq: not started: the runner took it back "
                                          "before it began\n", log_fd)
                     os.close(log_fd)
-                if opened:
-                    _close(opened[1])
                 raise
         handle, record_fd = None, -1
-        if problem and opened:  # (its record is written below, through its own open)
-            _close(opened[1])
-            opened = None
         if not problem:
             # "starting" first: a runner that dies between the spawn and the start's line
             # below leaves a job its keeper still knows (see spacrq.queue.keeper._match)
-            record_fd = opened[1] if opened else self._open_record(record, log, log_fd)
-            opened = None
+            record_fd = self._open_record(record, log, log_fd)
             if record_fd >= 0:
                 supervise._record(record, dict(start, starting=time.time()), False, record_fd)
             handle, problem = supervise.start(request, log_fd, cwd, env)
@@ -252,7 +253,6 @@ class DirectStarter:
             finished = _now()
             supervise._record(record, dict(base, exit_code=127, finished=finished,
                                            error=problem), False, record_fd)
-            _close(record_fd)
             self._answers.append({"exit": 127, "finished": finished, "error": problem,
                                   "not_started": True})
             self._write_down()
@@ -376,7 +376,7 @@ class DirectStarter:
         if job is None:
             return
         if job.code is None and not self._ended(job, STOPPED_WAIT):
-            _close(job.pidfd, job.record_fd, job.log_fd)  # still running: the keeper's now
+            _close(job.pidfd, job.log_fd)  # still running: the keeper's now
             return
         maxrss = 0
         try:
@@ -405,16 +405,21 @@ class DirectStarter:
             return
         (job, maxrss), self._reaped = self._reaped, None
         if job.record_fd >= 0:  # (one that could not be opened was said in the job's log)
+            kept = self._record  # (its descriptor, unless the record was opened anew since)
+            fd = job.record_fd if kept == (job.record, job.record_fd) else -1
             supervise._record(job.record, {"key": job.key, "job": job.job,
                                            "exit_code": job.code, "finished": job.finished,
-                                           **_peak_of(maxrss)}, False, job.record_fd)
-        _close(job.pidfd, job.record_fd, job.log_fd)
+                                           **_peak_of(maxrss)}, False, fd)
+        _close(job.pidfd, job.log_fd)
 
     def close(self, timeout: float = 30.0) -> None:
         """Settle the last job; a job still running is left to the keeper."""
         self._drop_opened()
         self._settle()
         self._write_down()
+        kept, self._record = self._record, None
+        if kept is not None:
+            _close(kept[1])
         if self._fallback is not None:
             self._fallback.close(timeout)
 

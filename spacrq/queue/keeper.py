@@ -12,10 +12,10 @@ process, the runner's parent:
 * the runner sees a job's end with ``waitid(…, WNOWAIT)`` and makes it durable
   in the queue's journal *before* it reaps the job, so a runner that dies in
   between leaves a zombie that this process reaps;
-* for each such job it finds the start its runner wrote in the job's exit
-  record (``NN_job.exit.jsonl``, which names this process as the job's
-  ``supervisor``) and appends the job's end to it, durably, with a line in
-  the job's log; ``spacrq queue resume`` then records that outcome, or adopts
+* for each such job it finds the start its runner wrote in the queue's exit
+  record (``NAME_logs/exits.jsonl``, whose line names this process as the
+  job's ``supervisor``, and the job's log) and appends the job's end to it,
+  durably, with a line in the job's log; ``spacrq queue resume`` then records that outcome, or adopts
   the job while it still runs, and never runs it again;
 * a job its runner died too soon to write down by pid is found by its
   ``starting`` line (it leads its own session and started just after it),
@@ -48,9 +48,9 @@ from datetime import datetime, timezone
 
 #: the runner's environment names its keeper (a runner whose parent it is not is not kept)
 KEEPER_ENV = "SPACRQ_QUEUE_KEEPER"
-EXIT_SUFFIX = ".exit.jsonl"  # (as spacrq.queue.supervise names it; a test holds them equal)
+EXIT_RECORD = "exits.jsonl"  # (as spacrq.queue.supervise names it; a test holds them equal)
 PR_SET_CHILD_SUBREAPER = 36
-#: the most of an exit record read from its end (one job's attempts, never a whole file)
+#: the most of the exit record read from its end (the last jobs' lines, never a whole night)
 TAIL_BYTES = 256 * 1024
 _APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
 
@@ -134,7 +134,10 @@ def _lines(path: str) -> list[dict]:
     except OSError:
         return []
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return []
+        size = st.st_size
         os.lseek(fd, max(0, size - TAIL_BYTES), os.SEEK_SET)
         data = os.read(fd, TAIL_BYTES)
     except OSError:
@@ -145,8 +148,8 @@ def _lines(path: str) -> list[dict]:
     for raw in data.split(b"\n"):
         try:
             line = json.loads(raw)
-        except ValueError:
-            continue  # a torn line (or the first, cut by the tail) costs only itself
+        except (ValueError, RecursionError):
+            continue  # a torn line (the first, cut by the tail; one nested beyond reason)
         if isinstance(line, dict):
             found.append(line)
     return found
@@ -155,37 +158,34 @@ def _lines(path: str) -> list[dict]:
 def open_starts(logs: str, keeper: int, since: float
                 ) -> tuple[dict[int, tuple[str, dict]], list[tuple[str, dict]]]:
     """The jobs started under ``keeper`` whose end is not written down, from the exit
-    records in ``logs`` changed since ``since``: ``({pid: (record, start line)}, [(record,
-    "starting" line)])`` — the second for a job whose runner died between starting it and
-    writing down its pid (see :func:`_match`)."""
+    record in ``logs`` (if changed since ``since``): ``({pid: (record, start line)},
+    [(record, "starting" line)])`` — the second for a job whose runner died between
+    starting it and writing down its pid (see :func:`_match`)."""
     found: dict[int, tuple[str, dict]] = {}
     unnamed: list[tuple[str, dict]] = []
+    record = os.path.join(logs, EXIT_RECORD)
     try:
-        entries = list(os.scandir(logs))
+        st = os.lstat(record)
     except OSError:
         return found, unnamed
-    for entry in entries:
-        try:
-            if not entry.name.endswith(EXIT_SUFFIX) or not entry.is_file(follow_symlinks=False) \
-                    or entry.stat(follow_symlinks=False).st_mtime < since:
-                continue
-        except OSError:
+    if not stat.S_ISREG(st.st_mode) or st.st_mtime < since:
+        return found, unnamed
+    starts: dict[tuple, dict] = {}  # (job, attempt) → its start, until its end
+    for line in _lines(record):
+        key = line.get("key")
+        if not isinstance(key, str) or line.get("supervisor") != keeper \
+                and "exit_code" not in line:
             continue
-        starts: dict[str, dict] = {}
-        for line in _lines(entry.path):
-            key = line.get("key")
-            if not isinstance(key, str) or line.get("supervisor") != keeper \
-                    and "exit_code" not in line:
-                continue
-            if "exit_code" in line:
-                starts.pop(key, None)
-            elif isinstance(line.get("pid"), int) or _number(line.get("starting")):
-                starts[key] = line
-        for line in starts.values():
-            if isinstance(line.get("pid"), int):
-                found[line["pid"]] = (entry.path, line)
-            else:
-                unnamed.append((entry.path, line))
+        attempt = (str(line.get("job", "")), key)
+        if "exit_code" in line:
+            starts.pop(attempt, None)
+        elif isinstance(line.get("pid"), int) or _number(line.get("starting")):
+            starts[attempt] = line
+    for line in starts.values():
+        if isinstance(line.get("pid"), int):
+            found[line["pid"]] = (record, line)
+        else:
+            unnamed.append((record, line))
     return found, unnamed
 
 
@@ -256,7 +256,8 @@ def name_orphans(logs: str, me: int, since: float, runner: int) -> None:
         record, line = hit
         identity = _identity(pid)
         try:
-            _append_line(record, {"key": line.get("key"), "job": line.get("job", ""), "pid": pid,
+            _append_line(record, {"key": line.get("key"), "job": line.get("job", ""),
+                                  "log": line.get("log", ""), "pid": pid,
                                   "started": identity[1] if identity else line["starting"],
                                   "supervisor": me, "named_by": "keeper",
                                   "before": line.get("before") or {},
@@ -290,12 +291,23 @@ def record_end(record: str, start: dict, code: int, maxrss_kib: int, pid: int = 
         _append_line(record, line)
     except OSError as exc:
         print(f"spacrq keeper: could not write {record}: {exc}", file=sys.stderr, flush=True)
-    _log_note(record, f"\n# finished {finished} with exit code {code} (its runner had died; "
-                      f"written down by the runner's keeper, process {os.getpid()})\n")
+    _log_note(record, start, f"\n# finished {finished} with exit code {code} (its runner had "
+                             f"died; written down by the runner's keeper, process {os.getpid()})\n")
 
 
-def _log_note(record: str, text: str) -> None:
-    log = record[:-len(EXIT_SUFFIX)] + ".log" if record.endswith(EXIT_SUFFIX) else ""
+def log_of(record: str, start: dict) -> str:
+    """The log of the job whose start line is ``start``: the file its line names in the
+    record's folder — a plain name only (read from a file: it never leads elsewhere),
+    else ''."""
+    name = start.get("log")
+    if not isinstance(name, str) or not name.endswith(".log") or name.startswith(".") \
+            or "/" in name or "\\" in name or "\0" in name or name != os.path.basename(name):
+        return ""
+    return os.path.join(os.path.dirname(record), name)
+
+
+def _log_note(record: str, start: dict, text: str) -> None:
+    log = log_of(record, start)
     if not log:
         return
     try:
@@ -327,7 +339,7 @@ def _group_left(pgid: int) -> bool:
     return True
 
 
-def stop_leftovers(pgid: int, record: str) -> None:
+def stop_leftovers(pgid: int, record: str, start: dict) -> None:
     """Stop what the job ``pgid`` left in its group once it ended (as its runner would have):
     SIGTERM, the grace (``SPACRQ_GRACE``, 10 s), SIGKILL; a line in its log when anything
     was left."""
@@ -351,8 +363,8 @@ def stop_leftovers(pgid: int, record: str) -> None:
         if not _group_left(pgid):
             break
         how = "killed"
-    _log_note(record, f"# the job left processes running in its group after it ended; they "
-                      f"were {how} by the runner's keeper\n")
+    _log_note(record, start, f"# the job left processes running in its group after it ended; "
+                             f"they were {how} by the runner's keeper\n")
 
 
 def _ended(pid: int) -> bool:
@@ -464,7 +476,7 @@ def keep(runner: int, logs: str, since: float) -> int:
         hit = starts.get(pid) or _match(unnamed, pid, identity)
         if hit is not None:
             record_end(hit[0], hit[1], _exit_code(status), int(usage.ru_maxrss), pid)
-            stop_leftovers(pid, hit[0])
+            stop_leftovers(pid, hit[0], hit[1])
 
 
 def main(argv: list[str] | None = None) -> int:

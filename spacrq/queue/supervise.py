@@ -4,9 +4,10 @@ Why a process of its own: the runner can die mid-job (SIGKILL, the OOM
 killer, a bug) while its job — a GPU segmentation, an instrument sweep —
 goes on for hours.  A job is a child of this supervisor, not of the runner,
 so when the job ends the supervisor still sees its exit status and writes
-it, with the end time, to the job's *exit record* next to its log
-(``01_mask.log`` → ``01_mask.exit.jsonl``, one complete line per event,
-written in one ``write``).  ``spacrq queue resume`` reads that record: a
+it, with the end time, to the *exit record* in the job's logs folder
+(``night_logs/exits.jsonl``: one file for all the queue's jobs, one complete
+line per event, written in one ``write``, each naming its job and attempt).
+``spacrq queue resume`` reads that record: a
 job that finished while its runner was dead is recorded, never run again;
 a job still running is adopted (see :mod:`spacrq.queue.adopt`).
 
@@ -56,6 +57,12 @@ import orjson
 # same: one write per line, never through a link.
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
 
+#: The exit record of every job of a queue, in its logs folder.  One file, not one per job:
+#: each line names its job (``job``) and attempt (``key``, the attempt's start), and a
+#: burst of short jobs creates no file but each one's log.
+EXIT_RECORD = "exits.jsonl"
+#: spacrq 0.1 wrote one record per job beside its log (``01_mask.exit.jsonl``): still read,
+#: for a job such a runner left, never written.
 EXIT_SUFFIX = ".exit.jsonl"
 #: A job still running after this many seconds is announced (``{"pid"}``) to the runner
 #: (``SPACRQ_QUEUE_ANNOUNCE_AFTER`` moves it, for tests).
@@ -70,7 +77,12 @@ def announce_after() -> float:
 
 
 def exit_record_path(log_path: str) -> str:
-    """Where the supervisor writes how the job of ``log_path`` ended."""
+    """Where the job of ``log_path`` is recorded: the exit record of its logs folder."""
+    return os.path.join(os.path.dirname(log_path), EXIT_RECORD)
+
+
+def legacy_record_path(log_path: str) -> str:
+    """Where spacrq 0.1 recorded the job of ``log_path`` (see :data:`EXIT_SUFFIX`)."""
     stem = log_path[:-4] if log_path.endswith(".log") else log_path
     return stem + EXIT_SUFFIX
 

@@ -1,6 +1,7 @@
 """The runner dies: the file told the truth all along, and nothing finished runs again."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -426,20 +427,52 @@ def test_jobs_after_a_supervisor_died_run_under_a_new_one(tmp_path):
     assert "new supervisor" in Path(load_queue(path).jobs[1].log_path).read_text()
 
 
-@pytest.mark.parametrize("record", [b"\x00\xff garbage\n", None])
+@pytest.mark.parametrize("record", [b"\x00\xff garbage\n", b"[" * 100_000 + b"\n",
+                                    "folder", "link", "fifo"])
 def test_an_unreadable_exit_record_is_named_as_the_reason_not_a_runner_that_never_started(
         tmp_path, record):
+    """Garbage, a line nested beyond reason, a folder, a link (to a record that would say
+    the job finished) or a FIFO in the record's place: the job's outcome is unknown, the
+    record named as why — and examining never hangs on the FIFO or reads through the link."""
     log = tmp_path / "01_a.log"
     log.write_text("# spacrq job a\n")
     where = Path(exit_record_path(str(log)))
-    if record is None:
-        where.mkdir()  # a folder in its place
-    else:
-        where.write_bytes(record)
     job = Job(module="command", id="a", settings={"argv": ["true"]})
     job.log_path, job.started, job.status = str(log), "2026-12-01T01:00:00+00:00", "running"
+    if record == "folder":
+        where.mkdir()
+    elif record == "link":
+        target = tmp_path / "elsewhere.jsonl"
+        target.write_text(json.dumps({"job": "a", "key": job.started, "exit_code": 0,
+                                      "finished": "2026-12-01T01:01:00+00:00"}) + "\n")
+        where.symlink_to(target)
+    elif record == "fifo":
+        os.mkfifo(where)
+    else:
+        where.write_bytes(record)
     found = examine(job)
     assert found.state == "unknown" and f"its exit record {where} cannot be read" in found.why
+
+
+def test_only_the_end_of_a_huge_exit_record_is_read_and_its_cut_first_line_costs_nothing(
+        tmp_path, monkeypatch):
+    from spacrq.queue import adopt
+    monkeypatch.setattr(adopt, "RECORD_BYTES", 4096)
+    log = tmp_path / "night_logs" / "40_a.log"
+    log.parent.mkdir()
+    log.write_text("# spacrq job a\n")
+    job = Job(module="command", id="a", settings={"argv": ["true"]})
+    job.log_path, job.started, job.status = str(log), "2026-12-01T01:00:00+00:00", "running"
+    other = "".join(json.dumps({"job": f"j{n}", "key": "2026-12-01T00:00:00+00:00",
+                                "exit_code": 0, "pad": "x" * 50}) + "\n" for n in range(400))
+    mine = (json.dumps({"job": "a", "key": job.started, "pid": 4242, "supervisor": 1}) + "\n"
+            + json.dumps({"job": "a", "key": job.started, "exit_code": 3,
+                          "finished": "2026-12-01T01:05:00+00:00"}) + "\n")
+    Path(exit_record_path(str(log))).write_text(other + mine)
+    found = examine(job)
+    assert (found.state, found.exit_code) == ("finished", 3)
+    assert adopt.record_lines(job)[1] == ""  # the line the window cut is not called garbage
+    assert len(adopt.record_lines(job)[0]) == 2
 
 
 def _gated(jid, tmp_path, tail="", **fields):

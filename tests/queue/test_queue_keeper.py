@@ -26,7 +26,7 @@ from spacrq.queue import keeper
 from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.runner import runner_state, start_runner
-from spacrq.queue.supervise import EXIT_SUFFIX, exit_record_path
+from spacrq.queue.supervise import EXIT_RECORD, exit_record_path
 from spacrq.runfiles import read_jsonl
 from waiting import pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
@@ -36,14 +36,14 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 def _fake_runner(logs: Path, job_argv: list[str], then: str) -> str:
     """A stand-in runner: starts one job in a session of its own, writes its start to the
-    job's exit record as a kept runner does, then ``then`` (Python, with ``pid`` bound)."""
-    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    queue's exit record as a kept runner does, then ``then`` (Python, with ``pid`` bound)."""
+    record = str(logs / EXIT_RECORD)
     return textwrap.dedent(f"""
         import json, os, signal, time
-        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        open({str(logs / "01_job.log")!r}, "a").close()
         pid = os.posix_spawn({job_argv[0]!r}, {job_argv!r}, dict(os.environ), setsid=True)
         with open({record!r}, "a") as out:
-            out.write(json.dumps({{"key": "k1", "job": "job", "pid": pid,
+            out.write(json.dumps({{"key": "k1", "job": "job", "log": "01_job.log", "pid": pid,
                                   "started": time.time(),
                                   "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
         {then}
@@ -58,32 +58,50 @@ def _keep(tmp_path: Path, code: str, **kwargs) -> subprocess.Popen:
 
 
 def _ends(tmp_path: Path) -> list[dict]:
-    return [ln for ln in read_jsonl(tmp_path / "night_logs" / f"01_job{EXIT_SUFFIX}")
+    return [ln for ln in read_jsonl(tmp_path / "night_logs" / EXIT_RECORD)
             if "exit_code" in ln]
 
 
-def test_the_exit_record_suffix_is_the_supervisors():
-    assert keeper.EXIT_SUFFIX == EXIT_SUFFIX
+def test_the_exit_record_name_is_the_supervisors():
+    assert keeper.EXIT_RECORD == EXIT_RECORD
+    assert exit_record_path("/q/night_logs/01_a.log") == f"/q/night_logs/{EXIT_RECORD}"
 
 
 def test_open_starts_are_this_keepers_starts_with_no_end(tmp_path):
-    def record(name, *lines):
-        (tmp_path / f"{name}{EXIT_SUFFIX}").write_text(
-            "".join(json.dumps(line) + "\n" for line in lines) + '{"torn": ')
-    record("01_a", {"key": "a", "pid": 11, "supervisor": 7})
-    record("02_b", {"key": "b", "pid": 12, "supervisor": 7}, {"key": "b", "exit_code": 0})
-    record("03_c", {"key": "c", "pid": 13, "supervisor": 8})  # another keeper's
-    record("04_d", {"key": "d0", "pid": 14, "supervisor": 7}, {"key": "d0", "exit_code": 1},
-           {"key": "d1", "pid": 15, "supervisor": 7})  # a retry still open
-    (tmp_path / f"05_e{EXIT_SUFFIX}").symlink_to(tmp_path / f"01_a{EXIT_SUFFIX}")
-    record("06_f", {"key": "f", "starting": 100.0, "supervisor": 7})  # died before the pid
-    record("07_g", {"key": "g", "starting": 100.0, "supervisor": 7},
-           {"key": "g", "pid": 16, "supervisor": 7, "started": 100.1})
+    lines = [{"job": "a", "key": "a", "pid": 11, "supervisor": 7},
+             {"job": "b", "key": "b", "pid": 12, "supervisor": 7},
+             {"job": "c", "key": "c", "pid": 13, "supervisor": 8},  # another keeper's
+             {"job": "d", "key": "d0", "pid": 14, "supervisor": 7},
+             {"job": "b", "key": "b", "exit_code": 0},
+             {"job": "d", "key": "d0", "exit_code": 1},
+             {"job": "d", "key": "d1", "pid": 15, "supervisor": 7},  # a retry still open
+             {"job": "f", "key": "f", "starting": 100.0, "supervisor": 7},  # died before the pid
+             {"job": "g", "key": "g", "starting": 100.0, "supervisor": 7},
+             {"job": "g", "key": "g", "pid": 16, "supervisor": 7, "started": 100.1},
+             # another job's end with the same attempt key ends nothing of "a"
+             {"job": "z", "key": "a", "exit_code": 0}]
+    (tmp_path / EXIT_RECORD).write_text(
+        "[" * 100_000 + "\n"  # a line nested beyond reason costs only itself
+        + "".join(json.dumps(line) + "\n" for line in lines) + '{"torn": ')
     found, unnamed = keeper.open_starts(str(tmp_path), 7, since=0.0)
     assert sorted(found) == [11, 15, 16]
-    assert found[15][1]["key"] == "d1" and found[11][0].endswith(f"01_a{EXIT_SUFFIX}")
+    assert found[15][1]["key"] == "d1" and found[11][0] == str(tmp_path / EXIT_RECORD)
     assert [line["key"] for _, line in unnamed] == ["f"]
+    assert keeper.open_starts(str(tmp_path), 7, since=time.time() + 60) == ({}, [])  # older
     assert keeper.open_starts(str(tmp_path / "missing"), 7, since=0.0) == ({}, [])
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / EXIT_RECORD).symlink_to(tmp_path / EXIT_RECORD)  # never read through a link
+    assert keeper.open_starts(str(linked), 7, since=0.0) == ({}, [])
+
+
+def test_the_keeper_writes_only_to_a_log_its_line_names_in_the_records_folder(tmp_path):
+    record = str(tmp_path / EXIT_RECORD)
+    assert keeper.log_of(record, {"log": "01_a.log"}) == str(tmp_path / "01_a.log")
+    for bad in ("../x.log", "/etc/x.log", "sub/01_a.log", ".hidden.log", "01_a.txt", "",
+                None, 5, "a\0.log", "..", "a\\b.log"):
+        assert keeper.log_of(record, {"log": bad}) == "", bad
+    assert keeper.log_of(record, {}) == ""
 
 
 def test_a_job_is_named_from_its_starting_line_only_by_its_session_and_its_start(tmp_path):
@@ -128,9 +146,9 @@ def test_a_job_reaped_by_a_living_runner_is_not_recorded_twice(tmp_path):
     then = textwrap.dedent("""\
         os.waitpid(pid, 0)
                 with open(os.environ["RECORD"], "a") as out:
-                    out.write(json.dumps({"key": "k1", "exit_code": 0}) + "\\n")
+                    out.write(json.dumps({"key": "k1", "job": "job", "exit_code": 0}) + "\\n")
                 raise SystemExit(4)""")
-    env = dict(os.environ, RECORD=str(tmp_path / "night_logs" / f"01_job{EXIT_SUFFIX}"))
+    env = dict(os.environ, RECORD=str(tmp_path / "night_logs" / EXIT_RECORD))
     proc = _keep(tmp_path, _fake_runner(tmp_path / "night_logs", ["/bin/true"], then), env=env)
     assert proc.wait(timeout=30) == 4  # the runner's own exit code
     assert [e.get("recorded_by") for e in _ends(tmp_path)] == [None]
@@ -199,7 +217,8 @@ def test_jobs_started_directly_end_as_under_a_supervisor(tmp_path, monkeypatch):
     assert jobs["gone"].status == "failed" and "broken.sh" in (jobs["gone"].error or "")
     assert jobs["slow"].failure_kind == "Timeout"
     for jid in ("ok", "bad", "leaves", "last"):
-        lines = read_jsonl(exit_record_path(jobs[jid].log_path))
+        lines = [ln for ln in read_jsonl(exit_record_path(jobs[jid].log_path))
+                 if ln.get("job") == jid]  # (the queue's record: every job's lines)
         start = [ln for ln in lines if "pid" in ln and "exit_code" not in ln]
         end = [ln for ln in lines if "exit_code" in ln]
         assert start and start[0]["supervisor"] == os.getppid(), jid
@@ -255,7 +274,8 @@ def test_a_foreground_run_is_kept_and_a_killed_runners_job_is_recorded_not_rerun
             proc.wait()
     assert not psutil.pid_exists(job)
     plate = load_queue(path).jobs[0]
-    ends = [ln for ln in read_jsonl(exit_record_path(plate.log_path)) if "exit_code" in ln]
+    ends = [ln for ln in read_jsonl(exit_record_path(plate.log_path))
+            if "exit_code" in ln and ln.get("job") == "plate"]
     assert [(e["exit_code"], e["recorded_by"]) for e in ends] == [(0, "keeper")]
     result = resume_queue(path)
     assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
@@ -338,12 +358,12 @@ def test_a_job_its_runner_never_named_is_named_and_recorded_by_the_keeper(tmp_pa
     line and the job's own session and start time let the keeper name it (so resume adopts
     it) and record its end."""
     logs = tmp_path / "night_logs"
-    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    record = str(logs / EXIT_RECORD)
     code = textwrap.dedent(f"""
         import json, os, signal, time
-        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        open({str(logs / "01_job.log")!r}, "a").close()
         with open({record!r}, "a") as out:
-            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+            out.write(json.dumps({{"key": "k1", "job": "job", "log": "01_job.log", "starting": time.time(),
                                   "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
         os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "sleep 0.5; exit 4"], dict(os.environ),
                        setsid=True)
@@ -380,15 +400,15 @@ def test_a_job_that_ended_as_its_runner_died_thread_by_thread_is_recorded(tmp_pa
     its pid, or by its "starting" line when its runner died before writing the pid —
     never taken for a leftover and forgotten (resume would run it again)."""
     logs = tmp_path / "night_logs"
-    record = str(logs / f"01_job{EXIT_SUFFIX}")
-    pid_line = ('out.write(json.dumps({"key": "k1", "job": "job", "pid": pid, "started": '
+    record = str(logs / EXIT_RECORD)
+    pid_line = ('out.write(json.dumps({"key": "k1", "job": "job", "log": "01_job.log", "pid": pid, "started": '
                 'time.time(), "supervisor": keeper}) + "\\n")') if named else "pass"
     code = textwrap.dedent(f"""
         import ctypes, json, os, threading, time
         keeper = int(os.environ["{keeper.KEEPER_ENV}"])
-        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        open({str(logs / "01_job.log")!r}, "a").close()
         with open({record!r}, "a") as out:
-            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+            out.write(json.dumps({{"key": "k1", "job": "job", "log": "01_job.log", "starting": time.time(),
                                   "supervisor": keeper}}) + "\\n")
             pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "exit 4"], dict(os.environ),
                                  setsid=True)
@@ -412,13 +432,13 @@ def test_a_job_that_does_not_lead_its_session_yet_when_its_runner_dies_is_named(
     waits for it to lead its session, names it and records its end, instead of ending and
     leaving it to run unrecorded (resume would run it again)."""
     logs = tmp_path / "night_logs"
-    record = str(logs / f"01_job{EXIT_SUFFIX}")
+    record = str(logs / EXIT_RECORD)
     job = "import os, time; time.sleep(0.5); os.setsid(); time.sleep(0.5); os._exit(4)"
     code = textwrap.dedent(f"""
         import json, os, signal, sys, time
-        open({record[:-len(EXIT_SUFFIX)] + ".log"!r}, "a").close()
+        open({str(logs / "01_job.log")!r}, "a").close()
         with open({record!r}, "a") as out:
-            out.write(json.dumps({{"key": "k1", "job": "job", "starting": time.time(),
+            out.write(json.dumps({{"key": "k1", "job": "job", "log": "01_job.log", "starting": time.time(),
                                   "supervisor": int(os.environ["{keeper.KEEPER_ENV}"])}}) + "\\n")
         os.posix_spawn(sys.executable, [sys.executable, "-c", {job!r}], dict(os.environ))
         os.kill(os.getpid(), signal.SIGKILL)  # (before the job leads its session)
@@ -470,7 +490,7 @@ def test_an_exit_record_or_log_that_is_a_fifo_never_hangs_the_run(tmp_path, capf
     path = tmp_path / "night.queue.json"
     save_queue(queue, path)
     (tmp_path / "night_logs").mkdir()
-    os.mkfifo(tmp_path / "night_logs" / (f"01_a{EXIT_SUFFIX}" if fifo == "record" else "01_a.log"))
+    os.mkfifo(tmp_path / "night_logs" / (EXIT_RECORD if fifo == "record" else "01_a.log"))
     run_queue(load_queue(path), path, supervisor=DirectStarter(keeper=os.getppid()))
     a, b = load_queue(path).jobs
     assert b.status == "success"
@@ -491,8 +511,8 @@ def test_an_end_line_beside_a_job_still_running_is_not_its_end(tmp_path):
     try:
         ref = ProcessRef.of(sleeper.pid)
         Path(exit_record_path(str(log))).write_text(
-            json.dumps({"key": "k", "pid": ref.pid, "started": ref.started}) + "\n"
-            + json.dumps({"key": "k", "exit_code": 0}) + "\n")
+            json.dumps({"job": "a", "key": "k", "pid": ref.pid, "started": ref.started}) + "\n"
+            + json.dumps({"job": "a", "key": "k", "exit_code": 0}) + "\n")
         job = Job(module="command", id="a", settings={"argv": ["true"]})
         job.log_path, job.started = str(log), "k"
         assert examine(job).state == RUNNING

@@ -7,6 +7,7 @@ as "at most", never with the supervisor's figure as their own.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,7 +19,7 @@ from spacrq.night.html import render
 from spacrq.queue.engine import run_queue
 from spacrq.queue.model import Job, Queue
 from spacrq.queue.store import load_queue, save_queue
-from spacrq.queue.supervise import exit_record_path
+from spacrq.queue.supervise import exit_record_path, legacy_record_path
 from spacrq.runfiles import read_jsonl
 
 #: a job that holds 200 MB resident (every page written) before it ends
@@ -43,7 +44,8 @@ def _ends(path) -> dict:
     """Each job's end line of its exit record."""
     out = {}
     for job in load_queue(path).jobs:
-        lines = [r for r in read_jsonl(exit_record_path(job.log_path)) if "exit_code" in r]
+        lines = [r for r in read_jsonl(exit_record_path(job.log_path))
+                 if "exit_code" in r and r.get("job") == job.id]
         out[job.id] = lines[-1]
     return out
 
@@ -105,13 +107,14 @@ def test_the_kernel_folds_the_starters_peak_into_a_small_child(tmp_path):
 
 
 def test_an_old_exit_record_with_only_a_figure_is_read_as_written(tmp_path):
-    """A record an older supervisor wrote (no bound field) keeps its figure in the report."""
+    """A record an older supervisor wrote (no bound field; spacrq 0.1's, one per job beside
+    its log) keeps its figure in the report."""
     from spacrq.night.collect import _job_peak_rss
     log = tmp_path / "01_a.log"
     log.write_text("")
     job = Job(module="command", id="a", settings={"argv": ["true"]})
     job.log_path, job.started = str(log), "2026-12-01T01:00:00+00:00"
-    record = exit_record_path(str(log))
+    record = legacy_record_path(str(log))
     with open(record, "w") as fh:
         fh.write('{"key":"2026-12-01T00:00:00+00:00","exit_code":0,"peak_rss_bytes":999999}\n')
         fh.write(f'{{"key":"2026-12-01T01:00:00+00:00","pid":{os.getpid()},"started":1}}\n')
@@ -138,3 +141,24 @@ def test_a_figure_not_clearly_above_the_supervisor_is_never_told_as_the_jobs(mon
     assert supervise._peak_of(mine + supervise.SLACK_KIB // 2)["peak_rss_bytes"] is None
     assert supervise._peak_of(mine + 64 * 1024) == {"peak_rss_bytes": (mine + 64 * 1024) * 1024}
     assert supervise._peak_of(0) == {"peak_rss_bytes": None}
+
+
+def test_each_jobs_figure_comes_from_its_own_lines_of_the_queues_record(tmp_path):
+    """One exit record for the queue: a job's figure is its attempt's, else its own latest,
+    never another job's (however close its lines, however alike its attempt's key)."""
+    from spacrq.night.collect import _job_peak_rss
+    key = "2026-12-01T01:00:00+00:00"
+    lines = [{"job": "b", "key": key, "exit_code": 0, "peak_rss_bytes": 777},
+             {"job": "a", "key": "2026-12-01T00:00:00+00:00", "exit_code": 0,
+              "peak_rss_bytes": 111},
+             {"job": "c", "key": "x", "exit_code": 0, "peak_rss_bytes": 999}]
+    Path(exit_record_path(str(tmp_path / "01_a.log"))).write_text(
+        "".join(json.dumps(line) + "\n" for line in lines))
+    jobs = {}
+    for i, jid in enumerate("abd"):
+        job = Job(module="command", id=jid, settings={"argv": ["true"]})
+        job.log_path, job.started = str(tmp_path / f"0{i + 1}_{jid}.log"), key
+        jobs[jid] = job
+    assert _job_peak_rss(jobs["b"]) == (777, None)  # its attempt's
+    assert _job_peak_rss(jobs["a"]) == (111, None)  # its own latest (no line of this attempt)
+    assert _job_peak_rss(jobs["d"]) == (None, None)  # no line of its own: nobody else's figure

@@ -296,7 +296,7 @@ def test_runner_log_and_state_live_in_the_logs_folder(tmp_path):
     reap(ref.pid, 30)
     names = {p.name for p in logs_dir(path).iterdir()}
     assert {"runner.json", "runner.lock", "queue.lock", "runner.log", "01_a.log",
-            "01_a.exit.jsonl"} <= names
+            "exits.jsonl"} <= names
     assert runner_state(path)["state"] == "finished"
     assert "1 ok" in (logs_dir(path) / "runner.log").read_text()
 
@@ -334,7 +334,7 @@ def test_ctrl_c_before_the_job_was_named_still_stops_it(tmp_path):
         with pytest.raises(KeyboardInterrupt):
             runner.run(job, Modules().spec("command"), job.settings, "",
                        str(tmp_path / "s.log"))
-        start = next(r for r in read_jsonl(tmp_path / "s.exit.jsonl") if "pid" in r)
+        start = next(r for r in read_jsonl(tmp_path / "exits.jsonl") if "pid" in r)
         wait_until(lambda: not is_alive(start["pid"]), what="the job to be stopped", timeout=5)
     finally:
         runner.supervisor.close()

@@ -13,6 +13,7 @@ from spacrq.queue import Job, Queue, load_queue, run_queue, save_queue
 from spacrq.queue import store
 from spacrq.queue.engine import INTERRUPTED
 from spacrq.queue.store import logs_dir
+from spacrq.runfiles import read_jsonl
 
 
 def _cmd(jid, **kw):
@@ -168,22 +169,30 @@ def test_a_job_log_that_cannot_be_written_fails_that_job_only(tmp_path):
 
 
 def test_an_exit_record_that_cannot_be_written_is_said_once_in_the_jobs_log(tmp_path, capfd):
-    """A link (or a folder, a FIFO) where a job's exit record goes: the job still runs, and
-    its log and the runner's say once — not at each line — that a runner dying meanwhile
-    would leave its outcome unknown; nothing is written through the link."""
+    """A link (or a folder, a FIFO) where the queue's exit record goes: the jobs still run,
+    each one's log says once — not at each line — that a runner dying meanwhile would
+    leave its outcome unknown, the runner's log says it once for all of them, nothing is
+    written through the link; the record put right, the next job is recorded again."""
     from spacrq.queue.direct import DirectStarter
-    queue, path = _queue(tmp_path, n=2)
+    from spacrq.queue.supervise import EXIT_RECORD
+    queue, path = _queue(tmp_path, n=3)
     logs = logs_dir(path)
     logs.mkdir()
     outside = tmp_path / "outside"
     outside.write_text("")
-    (logs / "01_j0.exit.jsonl").symlink_to(outside)
+    (logs / EXIT_RECORD).symlink_to(outside)
+    queue.jobs[1].settings = {"argv": ["sh", "-c", f"rm {logs / EXIT_RECORD}"]}
     result = run_queue(queue, path, supervisor=DirectStarter(keeper=os.getppid()))
-    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 2
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 3
     assert outside.read_text() == ""
-    assert "its exit record" in (logs / "01_j0.log").read_text()
+    for job in load_queue(path).jobs[:2]:
+        assert Path(job.log_path).read_text().count("its exit record") == 1
+    assert "its exit record" not in Path(load_queue(path).jobs[2].log_path).read_text()
     err = capfd.readouterr().err
-    assert err.count("01_j0.exit.jsonl") == 1, err
+    assert err.count(EXIT_RECORD) == 1, err
+    lines = read_jsonl(logs / EXIT_RECORD)  # the third job's, once the link was gone
+    assert {ln.get("job") for ln in lines} == {queue.jobs[2].id}
+    assert [ln["exit_code"] for ln in lines if "exit_code" in ln] == [0]
 
 
 def test_a_stamp_that_cannot_be_written_is_a_note(tmp_path):
