@@ -29,6 +29,7 @@ import psutil
 from spacrq.modules import ModuleError
 from spacrq.procs import ProcessRef, is_alive, stop_group
 from spacrq.queue.control import Control
+from spacrq.queue.keeper import valid_pid
 from spacrq.queue.model import Job, now_iso, parse_iso
 from spacrq.queue.supervise import exit_record_path, legacy_record_path
 from spacrq.runfiles import RunFileError, append_text, loads
@@ -139,8 +140,11 @@ def examine(job: Job) -> Record:
         return Record(UNKNOWN, why="the queue file does not say where its log is")
     lines, unreadable, path = record_lines(job)
     mine = [line for line in lines if line.get("key") == job.started]
-    start = next((ln for ln in mine if "pid" in ln), {})
-    end = next((ln for ln in mine if "exit_code" in ln), {})
+    # read as the keeper reads them: the first start naming a process stands, and an end
+    # is one with an exit code (garbage lines of the attempt's key count for nothing)
+    start = next((ln for ln in mine if valid_pid(ln.get("pid"))), {})
+    end = next((ln for ln in mine if isinstance(ln.get("exit_code"), int)
+                and not isinstance(ln.get("exit_code"), bool)), {})
     record = Record(UNKNOWN, start, end)
     # (an end is written once the job was reaped: one beside a job still running was written
     # by something else — the job itself — and is not its end)

@@ -50,8 +50,6 @@ from datetime import datetime, timezone
 KEEPER_ENV = "SPACRQ_QUEUE_KEEPER"
 EXIT_RECORD = "exits.jsonl"  # (as spacrq.queue.supervise names it; a test holds them equal)
 PR_SET_CHILD_SUBREAPER = 36
-#: the most of the exit record read from its end (the last jobs' lines, never a whole night)
-TAIL_BYTES = 256 * 1024
 _APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
 
 
@@ -127,32 +125,71 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def _lines(path: str) -> list[dict]:
-    """The complete JSON-object lines at the end of the exit record ``path`` (never a link)."""
+def _lines(path: str, wanted: tuple[bytes, ...] = ()) -> list[dict]:
+    """The complete JSON-object lines of the exit record ``path`` (never read through a
+    link, never from a FIFO) that hold one of ``wanted`` (all when empty).
+
+    Read whole, from its start, a chunk at a time — not just its end: whatever was
+    appended after a job's start (a huge line, a flood of lines from another writer)
+    never hides that start.  Memory stays bounded: a line longer than
+    :data:`LINE_MAX` is nobody's record and is skipped unread, and only the lines
+    wanted are parsed and kept.  The last line counts too (each line is written with
+    the newline before it, so the newest has none after it yet)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
     except OSError:
         return []
+    found: list[dict] = []
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return []
-        size = st.st_size
-        os.lseek(fd, max(0, size - TAIL_BYTES), os.SEEK_SET)
-        data = os.read(fd, TAIL_BYTES)
+        for raw in _raw_lines(fd):
+            if wanted and not any(w in raw for w in wanted):
+                continue
+            try:
+                line = json.loads(raw)
+            except (ValueError, RecursionError):
+                continue  # a torn line, or one nested beyond reason
+            if isinstance(line, dict):
+                found.append(line)
     except OSError:
-        return []
+        pass  # (what was read stands)
     finally:
         os.close(fd)
-    found = []
-    for raw in data.split(b"\n"):
-        try:
-            line = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue  # a torn line (the first, cut by the tail; one nested beyond reason)
-        if isinstance(line, dict):
-            found.append(line)
     return found
+
+
+#: A record line longer than this is garbage (a job's start with a large ``before``
+#: snapshot of its output folders stays far below it): skipped without being kept.
+LINE_MAX = 16 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def _raw_lines(fd: int):
+    """Each line (without its newline) of the file open as ``fd``, from where it is to its
+    end, lines over :data:`LINE_MAX` left out."""
+    tail = bytearray()
+    skipping = False
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        parts = chunk.split(b"\n")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if not skipping:
+                tail += part
+                if len(tail) > LINE_MAX:
+                    tail.clear()
+                    skipping = True
+            if last:
+                break
+            if not skipping and tail:
+                yield bytes(tail)
+            tail.clear()
+            skipping = False
+    if tail and not skipping:
+        yield bytes(tail)
 
 
 def open_starts(logs: str, keeper: int, since: float
@@ -171,22 +208,44 @@ def open_starts(logs: str, keeper: int, since: float
     if not stat.S_ISREG(st.st_mode) or st.st_mtime < since:
         return found, unnamed
     starts: dict[tuple, dict] = {}  # (job, attempt) → its start, until its end
-    for line in _lines(record):
+    # (only lines naming this keeper, or an end, are parsed: a flood of others costs a scan)
+    for line in _lines(record, (str(keeper).encode(), b"exit_code")):
         key = line.get("key")
-        if not isinstance(key, str) or line.get("supervisor") != keeper \
-                and "exit_code" not in line:
+        ends = _code(line.get("exit_code"))
+        if not isinstance(key, str) or line.get("supervisor") != keeper and not ends:
             continue
         attempt = (str(line.get("job", "")), key)
-        if "exit_code" in line:
+        if ends:
             starts.pop(attempt, None)
-        elif isinstance(line.get("pid"), int) or _number(line.get("starting")):
+        elif valid_pid(line.get("pid")):
+            # the first start that names a process stands, as resume reads it (a line
+            # written after it, naming another process, is not the runner's)
+            if not valid_pid(starts.get(attempt, {}).get("pid")):
+                starts[attempt] = line
+        elif _number(line.get("starting")) and attempt not in starts:
             starts[attempt] = line
     for line in starts.values():
-        if isinstance(line.get("pid"), int):
+        if valid_pid(line.get("pid")):
             found[line["pid"]] = (record, line)
         else:
             unnamed.append((record, line))
     return found, unnamed
+
+
+#: Linux's largest process id (``PID_MAX_LIMIT``): a pid beyond it is garbage.
+PID_LIMIT = 1 << 22
+
+
+def valid_pid(value) -> bool:
+    """Whether ``value`` (read from a file) can be a process id: an int, not a bool, in
+    1 … :data:`PID_LIMIT` — anything else would reach a system call as -1 (every
+    process), 0 (the caller's group) or an overflow."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= PID_LIMIT
+
+
+def _code(value) -> bool:
+    """Whether ``value`` is an exit code as the runner and the keeper write one (an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _number(value) -> bool:
@@ -378,9 +437,11 @@ def _ended(pid: int) -> bool:
 
 def _ours(pid: int) -> bool:
     """Whether ``pid`` is still this process's child (running, or ended and not reaped)."""
+    if not valid_pid(pid):
+        return False
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
+    except (ChildProcessError, OSError, OverflowError):
         return False
     return True
 

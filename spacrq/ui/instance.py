@@ -28,6 +28,7 @@ import fcntl
 import os
 import stat
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -126,6 +127,11 @@ class SingleInstance:
         self._fd: int | None = None
         self._workspace_fd: int | None = None
         self.server = None
+        self._give_up = threading.Event()  # set by cancel(): signal_running stops trying
+
+    def cancel(self) -> None:
+        """Make a :meth:`signal_running` under way (on another thread) give up at once."""
+        self._give_up.set()
 
     def acquire(self) -> bool:
         """Take the locks; False when another live process holds either (then
@@ -170,7 +176,11 @@ class SingleInstance:
         return server
 
     def signal_running(self, wait: float = ANSWER_WAIT) -> bool:
-        """Ask the holder to show its window; True once it was asked."""
+        """Ask the holder to show its window; True once it was asked.
+
+        Never called on a thread with a window: a second launch calls it before it
+        made any (and then exits), an open window from a thread of its own.  Between
+        tries it waits on an event (:meth:`cancel` ends the wait), never sleeps."""
         from PySide6.QtNetwork import QLocalSocket
         deadline = time.monotonic() + wait
         while True:
@@ -181,9 +191,10 @@ class SingleInstance:
                 sock.waitForBytesWritten(1000)
                 sock.disconnectFromServer()
                 return True
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            # the holder listens right after its first paint: try again in a moment
+            if left <= 0 or self._give_up.wait(min(0.1, left)):
                 return False
-            time.sleep(0.1)  # the holder listens right after its first paint
 
     def release(self) -> None:
         if self.server is not None:

@@ -95,6 +95,91 @@ def test_open_starts_are_this_keepers_starts_with_no_end(tmp_path):
     assert keeper.open_starts(str(linked), 7, since=0.0) == ({}, [])
 
 
+def test_open_starts_reads_garbage_pids_and_codes_as_nothing_and_the_first_start_stands(
+        tmp_path):
+    """What anyone can append to the record: pids that would reach a system call as -1
+    (every process), 0 (the group), an overflow or a bool; ends whose exit code is not an
+    int; a later start naming another process.  None of them starts, ends or renames an
+    attempt — the keeper reads the record as resume does."""
+    lines = [{"job": "a", "key": "a", "pid": 11, "supervisor": 7},
+             {"job": "a", "key": "a", "pid": os.getpid(), "supervisor": 7},  # forged later start
+             {"job": "a", "key": "a", "exit_code": "0"}, {"job": "a", "key": "a", "exit_code": None},
+             {"job": "a", "key": "a", "exit_code": True},
+             {"job": "b", "key": "b", "pid": -1, "supervisor": 7},
+             {"job": "c", "key": "c", "pid": 0, "supervisor": 7},
+             {"job": "d", "key": "d", "pid": 2 ** 70, "supervisor": 7},
+             {"job": "e", "key": "e", "pid": True, "supervisor": 7},
+             {"job": "f", "key": "f", "starting": 100.0, "supervisor": 7},
+             {"job": "f", "key": "f", "starting": 300.0, "supervisor": 7},  # the first stands
+             {"job": "g", "key": "g", "pid": 12, "supervisor": 7},
+             {"job": "g", "key": "g", "exit_code": 0}]
+    (tmp_path / EXIT_RECORD).write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    found, unnamed = keeper.open_starts(str(tmp_path), 7, since=0.0)
+    assert sorted(found) == [11] and found[11][1]["pid"] == 11
+    assert [(line["key"], line["starting"]) for _, line in unnamed] == [("f", 100.0)]
+    for pid in (-1, 0, 2 ** 70, True, "12", None):
+        assert not keeper.valid_pid(pid) and not keeper._ours(pid)  # never a system call
+
+
+def test_whatever_follows_a_start_in_the_record_never_hides_it_from_the_keeper(
+        tmp_path, monkeypatch):
+    """The record is read whole, not its end: a 2 MB line, a flood of another writer's
+    lines (several MB) and a start line of half a megabyte (a job whose output folder
+    held thousands of run-status files) leave every open start found; a line over
+    LINE_MAX is skipped unread, the lines after it still read."""
+    big_before = {f"/data/out/{i:05d}.run_status.json": [i, 1.0] for i in range(12_000)}
+    start = {"job": "a", "key": "a", "pid": 11, "supervisor": 7, "before": big_before}
+    assert len(json.dumps(start)) > 300_000
+    flood = json.dumps({"job": "x", "key": "x", "pid": 99, "supervisor": 1}) + "\n"
+    (tmp_path / EXIT_RECORD).write_text(
+        "\n" + json.dumps(start) + "\n" + "y" * 2_000_000 + "\n" + flood * 100_000
+        + json.dumps({"job": "b", "key": "b", "pid": 12, "supervisor": 7}))  # the newest: no \n
+    assert (tmp_path / EXIT_RECORD).stat().st_size > 7_000_000  # (many reads, far past a tail)
+    found, _ = keeper.open_starts(str(tmp_path), 7, since=0.0)
+    assert sorted(found) == [11, 12]
+    monkeypatch.setattr(keeper, "LINE_MAX", 200_000)  # now the start itself is too long
+    monkeypatch.setattr(keeper, "_CHUNK", 4096)  # (lines cut across many reads)
+    found, _ = keeper.open_starts(str(tmp_path), 7, since=0.0)
+    assert sorted(found) == [12]
+
+
+def test_garbage_after_a_jobs_start_never_blinds_or_crashes_the_keeper(tmp_path):
+    """The runner's start line, then hostile lines for the same attempt (a bad pid, a
+    forged start naming the test's own process, ends with non-int codes), then the runner
+    SIGKILLed: the keeper survives, records the job's real end, and resume's reading of
+    the record finds the same start and that end."""
+    logs = tmp_path / "night_logs"
+    record = logs / EXIT_RECORD
+    garbage = [{"key": "k1", "job": "job", "supervisor": 0, "pid": -1},
+               {"key": "k1", "job": "job", "pid": 2 ** 70},
+               {"key": "k1", "job": "job", "pid": os.getpid(), "started": 1.0},
+               {"key": "k1", "job": "job", "exit_code": "0"},
+               {"key": "k1", "job": "job", "exit_code": None}]
+    then = textwrap.dedent(f"""
+        import json as _j
+        with open({str(record)!r}, "a") as out:
+            for line in {garbage!r}:
+                line.setdefault("supervisor", int(os.environ["{keeper.KEEPER_ENV}"]))
+                out.write(_j.dumps(line) + "\\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    """).replace("\n", "\n        ")
+    job = ["/bin/sh", "-c", "sleep 0.3; exit 4"]
+    proc = _keep(tmp_path, _fake_runner(logs, job, then), stderr=subprocess.PIPE)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert "Traceback" not in err
+    ends = [ln for ln in _ends(tmp_path) if ln.get("recorded_by") == "keeper"]
+    assert len(ends) == 1 and ends[0]["exit_code"] == 4
+    from spacrq.queue import adopt
+    from spacrq.queue.model import Job
+    job_ = Job(id="job", module="command", settings={})
+    job_.log_path, job_.started = str(logs / "01_job.log"), "k1"
+    seen = adopt.examine(job_)
+    assert seen.state == adopt.FINISHED and seen.exit_code == 4
+    assert seen.start["pid"] != os.getpid()  # the runner's start, not the forged one
+
+
 def test_the_keeper_writes_only_to_a_log_its_line_names_in_the_records_folder(tmp_path):
     record = str(tmp_path / EXIT_RECORD)
     assert keeper.log_of(record, {"log": "01_a.log"}) == str(tmp_path / "01_a.log")

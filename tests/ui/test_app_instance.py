@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +175,36 @@ def test_sigterm_closes_the_window_as_its_close_button_does(private_env, workspa
     assert proc.returncode == 0, err.decode()
     text = log.read_text()
     assert "asked to end (SIGTERM): closing the window" in text and "spacrq closed" in text
+
+
+def test_calling_a_window_that_does_not_listen_waits_on_an_event_and_can_be_cancelled(
+        qapp, private_env, workspace):
+    """A held workspace whose window does not listen (yet): signal_running tries again
+    until its wait ends — on an event, not a sleep — and gives up at once when cancelled
+    from another thread (no window's thread is ever held by it)."""
+    first = app.SingleInstance(str(workspace.root))
+    assert first.acquire()  # held, but never listening
+    try:
+        second = app.SingleInstance(str(workspace.root))
+        assert not second.acquire()
+        answered = []
+        caller = threading.Thread(target=lambda: answered.append(second.signal_running(
+            wait=600.0)))
+        caller.start()
+        second.cancel()
+        caller.join(timeout=30)
+        assert not caller.is_alive() and answered == [False]  # gave up, long before 600 s
+        assert second.signal_running(wait=0.0) is False  # no wait at all: one try
+    finally:
+        first.release()
+
+
+def test_the_ui_package_never_sleeps():
+    """A GUI thread must never sleep: waits in spacrq.ui go through a poller or an event."""
+    offenders = []
+    for path in sorted(Path(app.__file__).parent.rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if "time.sleep(" in code or re.search(r"(?<![\w.])sleep\(", code):
+                offenders.append(f"{path.name}:{n}: {line.strip()}")
+    assert offenders == []
