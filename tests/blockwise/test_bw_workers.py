@@ -19,14 +19,16 @@ def _task(task_id, fn, tmp_path, n=8, **kw):
 
 
 def test_sigkilled_worker_costs_only_its_block_and_is_replaced(tmp_path):
+    # One worker: the blocks left after its death can only be done by its replacement (with
+    # two, the survivor may drain them all before the death is even seen, on a busy machine).
     task = _task("kill", functools.partial(bw_funcs.sigkill_once, str(tmp_path), 3), tmp_path,
-                 n=12, max_retries=1)
+                 n=12, max_retries=1, num_workers=1)
     report = run_blockwise([task])
     assert report.succeeded, report.problems()
     tr = report["kill"]
     assert tr.blocks.failures == 1                      # only the block it was running
     # the killed worker is replaced (a worker released as idle meanwhile may be restarted too)
-    assert tr.workers.exits.get("error") == 1 and tr.workers.count >= 3
+    assert tr.workers.exits.get("error") == 1 and tr.workers.count >= 2
     assert set(tr.workers.exits) == {"clean", "error"}
     stamps = sorted(p.name for p in tmp_path.glob("kill-*.json"))
     assert len(stamps) == 12
