@@ -32,10 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
-import psutil
-
 from spacrq.desktop import DesktopError, desktop_exec
-from spacrq.procs import module_argv
+from spacrq.procs import booted_at, module_argv
 from spacrq.runfiles import RunFileError, append_text, read_json, refuse_link, write_json, write_text
 
 __all__ = ["AutostartError", "Resumed", "mark", "unmark", "marked", "install", "remove",
@@ -319,25 +317,12 @@ def _interrupted(path: Path) -> str:
     if host and host != socket.gethostname():
         return f"it was run by {host}, not this machine"
     started = state.get("started")
-    booted = _booted_at()
+    booted = booted_at()
     if isinstance(started, (int, float)) and booted is not None and started > booted + 1:
         return ("its runner died on this boot, not with the machine (it started after the "
                 f"machine did): find out why from its log, then resume it with "
                 f"'spacrq queue resume {path}'")
     return ""
-
-
-def _booted_at() -> float | None:
-    """When this machine started (``SPACRQ_BOOTED_AT`` stands in for it where a test
-    plays a reboot by killing a runner)."""
-    try:
-        return float(os.environ["SPACRQ_BOOTED_AT"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return psutil.boot_time()
-    except (OSError, RuntimeError):
-        return None
 
 
 def _wait_for_files(paths: list[Path], seconds: float) -> None:

@@ -88,6 +88,21 @@ def is_alive(pid: int | None, started: float | None = None) -> bool:
         return False
 
 
+def booted_at() -> float | None:
+    """When this machine started, in seconds since the epoch (None when unknown).
+
+    ``SPACRQ_BOOTED_AT`` stands in for it where a test plays a reboot by
+    killing a runner, its keeper and its job at once."""
+    try:
+        return float(os.environ["SPACRQ_BOOTED_AT"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return float(psutil.boot_time())
+    except (OSError, RuntimeError, ValueError, psutil.Error):
+        return None
+
+
 def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = None,
                    cwd: str | os.PathLike | None = None,
                    env: Mapping[str, str] | None = None,

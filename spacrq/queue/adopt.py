@@ -11,10 +11,16 @@ plain ``run``) asks the record what became of the job:
 * it is **still running**: the runner adopts it — waits for it, shows it as
   the running job (its log is followed as usual), and honours Stop, Abort
   and the job's timeout as for a job it started itself;
-* the record says nothing usable (the runner died before the job started,
-  or the supervisor died too, or the queue ran before supervisors
-  existed): the outcome is **unknown**, and only then the job runs again,
-  with a line in its log saying so.
+* it **ran and ended unseen** (its process was written down and is gone, and
+  nothing recorded how it ended: its runner and its keeper were both killed
+  while it ran, and only a process's parent learns its exit status): it is
+  failed as of unknown outcome and never run again (``restart-failed`` runs
+  it, if it must) — unless the machine restarted since it began, which ended it;
+* otherwise the outcome is **unknown** (the runner died before the job
+  started, the machine restarted, the queue ran before supervisors existed):
+  only then the job runs again, with a line in its log saying so.  Before
+  that, a job whose pid nothing wrote down is looked for among the running
+  processes (:func:`find_job_process`): one still running is adopted.
 """
 from __future__ import annotations
 
@@ -22,19 +28,21 @@ import os
 import stat
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import psutil
 
 from spacrq.modules import ModuleError
-from spacrq.procs import ProcessRef, is_alive, stop_group
+from spacrq.procs import ProcessRef, booted_at, is_alive, stop_group
 from spacrq.queue.control import Control
-from spacrq.queue.keeper import valid_pid
+from spacrq.queue.keeper import raw_lines, valid_pid
 from spacrq.queue.model import Job, now_iso, parse_iso
 from spacrq.queue.supervise import exit_record_path, legacy_record_path
 from spacrq.runfiles import RunFileError, append_text, loads
 
-FINISHED, RUNNING, UNKNOWN = "finished", "running", "unknown"
+#: ``UNSEEN``: it ran and ended while nothing that could learn its exit status was alive
+FINISHED, RUNNING, UNKNOWN, UNSEEN = "finished", "running", "unknown", "unseen"
 
 
 @dataclass
@@ -45,6 +53,8 @@ class Record:
     start: dict = field(default_factory=dict)
     end: dict = field(default_factory=dict)
     why: str = ""
+    #: what of the exit record could not be read, for the job's log (it is read all the same)
+    skipped: str = ""
 
     @property
     def ref(self) -> ProcessRef | None:
@@ -57,63 +67,102 @@ class Record:
         return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
-#: the exit records read, by path: (what identifies the version read, its lines, why part of
-#: it could not be read) — a morning report asks for every job of a night, read once
-_READ: dict[str, tuple[tuple, list, str]] = {}
-#: how much of the end of an exit record is read (a line per start and end of an attempt, a
-#: few hundred bytes each: far more attempts than a night holds); what is before is older
-RECORD_BYTES = 32 * 1024 * 1024
+#: the exit records read, by path: (what identifies the version read, its lines by job, why
+#: part of it could not be read) — a morning report asks for every job of a night, read once
+_READ: dict[str, tuple[tuple, dict[str, list[dict]], str]] = {}
+#: the most attempts of an exit record kept (three lines each at most, a few hundred bytes a
+#: line): far more than a night holds; a record flooded beyond it is read no further
+MAX_ATTEMPTS = 100_000
 _SAFE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
-def _record_file(path: str) -> tuple[list, str]:
-    """The lines of the exit record ``path`` and why part of it could not be read ('').
+def _kind(line: dict) -> str:
+    """Which line of an attempt ``line`` is: its ``end`` (an int exit code), its ``start``
+    (a pid), its ``starting`` (before the spawn), or '' (nothing an attempt is read by)."""
+    code = line.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return "end"
+    if valid_pid(line.get("pid")):
+        return "start"
+    starting = line.get("starting")
+    if isinstance(starting, (int, float)) and not isinstance(starting, bool):
+        return "starting"
+    return ""
 
-    Opened never through a link and never waiting on a FIFO in its place; only its last
-    :data:`RECORD_BYTES` are read, so a record grown huge costs a bounded read."""
+
+def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
+    """The lines of the exit record ``path``, by job, and why part of it could not be read.
+
+    Opened never through a link and never waiting on a FIFO in its place, and read whole,
+    a chunk at a time (as the keeper reads it): what was appended after a job's start —
+    a huge line, a flood of lines — never hides it.  Memory stays bounded: of each
+    attempt only its first line of each kind is kept (the first start naming a process
+    stands, the first end with an exit code is its end), a line over
+    :data:`~spacrq.queue.keeper.LINE_MAX` is skipped unread, and beyond
+    :data:`MAX_ATTEMPTS` attempts the record is read no further."""
     try:
         fd = os.open(path, _SAFE)
     except FileNotFoundError:
         _READ.pop(path, None)
-        return [], ""
+        return {}, ""
     except OSError as exc:
         if os.path.islink(path):
-            return [], "it is a symbolic link, which spacrq never reads through"
-        return [], exc.strerror or str(exc)
+            return {}, "it is a symbolic link, which spacrq never reads through"
+        return {}, exc.strerror or str(exc)
+    by_job: dict[str, list[dict]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    attempts: set[tuple[str, str]] = set()
+    bad, cut = 0, False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return [], "it is not a regular file"
+            return {}, "it is not a regular file"
         stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         known = _READ.get(path)
         if known is not None and known[0] == stamp:
             return known[1], known[2]
-        start = max(0, st.st_size - RECORD_BYTES)
-        data = os.pread(fd, st.st_size - start, start)
+        for raw in raw_lines(fd):
+            raw = raw.strip()
+            if not raw:
+                continue
+            if raw[:1] != b"{":  # (not an object: no record, and not worth parsing)
+                bad += 1
+                continue
+            try:
+                line = loads(raw, where=path)
+            except RunFileError:
+                bad += 1
+                continue
+            # (spacrq 0.1's records, one per job, name no job: theirs is the job "")
+            job, key = (line.get("job", ""), line.get("key")) if isinstance(line, dict) \
+                else (0, 0)
+            kind = _kind(line) if isinstance(job, str) and isinstance(key, str) else ""
+            if not kind:
+                bad += 1
+                continue
+            if (job, key, kind) in seen:
+                continue  # (a later line of a kind the attempt has: not what is read)
+            if (job, key) not in attempts:
+                if len(attempts) >= MAX_ATTEMPTS:
+                    cut = True
+                    break
+                attempts.add((job, key))
+            seen.add((job, key, kind))
+            by_job.setdefault(job, []).append(line)
     except OSError as exc:
-        return [], exc.strerror or str(exc)
+        return {}, exc.strerror or str(exc)
     finally:
         os.close(fd)
-    if start:
-        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
-    lines, bad = [], 0
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            line = loads(raw, where=path)
-        except RunFileError:
-            bad += 1
-            continue
-        if isinstance(line, dict):
-            lines.append(line)
-        else:
-            bad += 1
-    unreadable = f"{bad} line(s) of it are not records" if bad else ""
+    problems = []
+    if bad:
+        problems.append(f"{bad} line(s) of it are not records and were skipped")
+    if cut:
+        problems.append(f"it holds more than {MAX_ATTEMPTS} attempts, and was read no further")
+    unreadable = "; ".join(problems)
     if len(_READ) > 16:
         _READ.clear()
-    _READ[path] = (stamp, lines, unreadable)
-    return lines, unreadable
+    _READ[path] = (stamp, by_job, unreadable)
+    return by_job, unreadable
 
 
 def record_lines(job: Job) -> tuple[list[dict], str, str]:
@@ -123,14 +172,14 @@ def record_lines(job: Job) -> tuple[list[dict], str, str]:
     if not job.log_path:
         return [], "", ""
     path = exit_record_path(job.log_path)
-    lines, unreadable = _record_file(path)
-    mine = [line for line in lines if line.get("job") == job.id]
+    by_job, unreadable = _record_file(path)
+    mine = by_job.get(job.id, [])
     if mine:
         return mine, unreadable, path
     legacy = legacy_record_path(job.log_path)
     old, old_unreadable = _record_file(legacy)
-    if old or old_unreadable:
-        return old, old_unreadable, legacy
+    if old or old_unreadable:  # (a record of the job's own: whatever job its lines name)
+        return [line for lines in old.values() for line in lines], old_unreadable, legacy
     return [], unreadable, path
 
 
@@ -145,25 +194,103 @@ def examine(job: Job) -> Record:
     start = next((ln for ln in mine if valid_pid(ln.get("pid"))), {})
     end = next((ln for ln in mine if isinstance(ln.get("exit_code"), int)
                 and not isinstance(ln.get("exit_code"), bool)), {})
-    record = Record(UNKNOWN, start, end)
+    record = Record(UNKNOWN, start, end,
+                    skipped=f"its exit record {path}: {unreadable}" if unreadable else "")
     # (an end is written once the job was reaped: one beside a job still running was written
     # by something else — the job itself — and is not its end)
-    alive = bool(start) and record.ref is not None and record.ref.alive() \
-        and is_job_process(record.ref.pid, job)
+    alive = bool(start) and _is_running_job(record.ref, job)
+    filed = _filed_ref(job)  # the process the runner wrote into the queue file, if any
+    if not alive and not start and filed is not None and _is_running_job(filed, job):
+        record.start, alive = {"pid": filed.pid, "started": filed.started}, True
     if record.exit_code is not None and not alive:
         record.state = FINISHED
-    elif alive:
+        return record
+    if not alive and not start and filed is None:
+        # no pid written down anywhere (the record lost, or its runner died between the
+        # spawn and its start line): the job is looked for among the running processes
+        found = find_job_process(job)
+        if found is not None:
+            record.start, alive = {"pid": found.pid, "started": found.started}, True
+    if alive:
         record.end = {}
         record.state = RUNNING
     elif start and is_supervisor(start.get("supervisor")):
         record.state = RUNNING  # the job just ended; its supervisor is writing it down
-    elif start:
-        record.why = "its runner and its supervisor both died before its end was written down"
+    elif start or filed is not None:
+        _ran_unseen(record, job, start or {"pid": filed.pid, "started": filed.started})
     elif unreadable:  # (lines of earlier attempts only: the usual case below)
         record.why = f"its exit record {path} cannot be read ({unreadable})"
+    elif any(isinstance(ln.get("starting"), (int, float)) for ln in mine):
+        record.why = ("its runner died as it started the job, before the job's process was "
+                      "written down, and no process of the job runs now")
     else:
-        record.why = "its runner died before the job was started, or before that was written down"
+        record.why = "its runner died before it started the job"
     return record
+
+
+def _ran_unseen(record: Record, job: Job, start: dict) -> None:
+    """The job's process was written down, is gone, and nothing recorded how it ended.
+
+    If the machine restarted since the attempt began, the restart ended it: it is
+    run again (its outcome unknown, a resumable module continuing from its
+    checkpoints).  Otherwise it ran — perhaps to its end — while neither its
+    runner nor its keeper was alive to learn its exit status (only a process's
+    parent can): it is never run again, for nothing is done twice."""
+    began = parse_iso(job.started)
+    booted = boot_time()
+    if began is not None and booted and began.timestamp() < booted:
+        at = datetime.fromtimestamp(booted, timezone.utc).isoformat(timespec="seconds")
+        record.why = (f"the machine restarted at {at} while it ran (process "
+                      f"{start.get('pid')}), which ended it with its runner")
+        return
+    keeper = start.get("supervisor")  # (the runner's keeper, or the job's supervisor)
+    pid = start.get("pid")
+    record.state = UNSEEN
+    record.why = (f"its runner and its supervisor (process {keeper}) were gone when its process "
+                  f"{pid} ended, and only they could learn its exit status" if valid_pid(keeper)
+                  else f"its runner was gone when its process {pid} ended, and nothing else "
+                  "could learn its exit status")
+
+
+def boot_time() -> float:
+    """When this machine last started (seconds since the epoch; 0.0 when unknown)."""
+    return booted_at() or 0.0
+
+
+def _filed_ref(job: Job) -> ProcessRef | None:
+    """The job's process as the queue file names it (``process``), if it can be one."""
+    process = job.process if isinstance(job.process, dict) else None
+    if process is None or not valid_pid(process.get("pid")):
+        return None
+    return ProcessRef.from_dict(process)
+
+
+def _is_running_job(ref: ProcessRef | None, job: Job) -> bool:
+    return ref is not None and ref.alive() and is_job_process(ref.pid, job)
+
+
+def find_job_process(job: Job) -> ProcessRef | None:
+    """The running process of ``job``'s current attempt, found by what every job carries:
+    it leads its own session, its environment names the job and its log, and it started
+    with the attempt (not before it) — for a job whose pid nothing wrote down.  Only this
+    user's processes can be read (another's environment is not), as it should be."""
+    began = parse_iso(job.started)
+    if began is None:
+        return None
+    since = began.timestamp() - 1.0
+    me = os.getuid()
+    for proc in psutil.process_iter(["pid", "uids", "create_time"]):
+        try:
+            info = proc.info
+            uids = info.get("uids")
+            if uids is None or uids.real != me or (info.get("create_time") or 0) < since:
+                continue
+            pid = info["pid"]
+            if is_job_process(pid, job) and proc.status() != psutil.STATUS_ZOMBIE:
+                return ProcessRef(pid, info["create_time"])
+        except (OSError, psutil.Error, KeyError, TypeError):
+            continue
+    return None
 
 
 def is_job_process(pid: int, job: Job) -> bool:
@@ -217,10 +344,17 @@ def unwatched(job: Job, file: str) -> str:
         pid = record.start.get("pid")
         said = (f"still running (process {pid}) with no runner watching it; {resume} adopts "
                 "it: waits for it, and honours Stop and Abort")
-        if not is_supervisor(record.start.get("supervisor")):
-            said += (" (its keeper is gone too, so nothing will learn its exit status: it "
-                     "will be failed as of unknown outcome, never run again)")
+        keeper = record.start.get("supervisor")
+        if not is_supervisor(keeper):
+            gone = ("its keeper is gone too" if valid_pid(keeper)
+                    else "no keeper of it is written down")
+            said += (f" ({gone}, so nothing will learn its exit status: it will be failed "
+                     "as of unknown outcome, never run again)")
         return said
+    if record.state == UNSEEN:
+        return (f"ran and has ended, but its exit status is unknown ({record.why}); {resume} "
+                "fails it as of unknown outcome and never runs it again ('spacrq queue "
+                "restart-failed' does, if it must)")
     return (f"its outcome is unknown ({record.why}); {resume} runs it again, and its log "
             "says why")
 
@@ -239,7 +373,7 @@ def wait_for_end(job: Job, record: Record, control: Control | None,
         now = examine(job)
         if now.state == FINISHED:
             return "ended", now
-        if now.state == UNKNOWN:
+        if now.state in (UNKNOWN, UNSEEN):
             return "lost", now
         if control is not None and control.abort_requested() and ref is not None:
             outcome = stop_group(ref.pid, grace, started=ref.started)
@@ -277,17 +411,6 @@ def note(job: Job, text: str) -> None:
         append_text(job.log_path, f"\n{text}\n", durable=False)
     except (OSError, RunFileError):
         pass
-
-
-def stop_legacy_orphan(job: Job, grace: float) -> str:
-    """A queue run before supervisors recorded only the job's pid: stop it before rerunning."""
-    if record_lines(job)[0]:
-        return ""  # (not a queue run before exit records: its record said what it knows)
-    ref = ProcessRef.from_dict(job.process)
-    if ref is not None and is_alive(ref.pid, ref.started or None) \
-            and is_job_process(ref.pid, job):
-        return stop_group(ref.pid, grace, started=ref.started or None)
-    return ""
 
 
 def resume_override(job: Job, modules: Any) -> None:

@@ -547,6 +547,8 @@ class _Run:
             job.log_path = ""
         else:
             record = adopt.examine(job) if self.injected is None else adopt.Record(adopt.UNKNOWN)
+            if record.skipped:  # (read all the same; said where the operator looks)
+                adopt.note(job, f"# spacrq: {record.skipped}")
         adopted = record.state == adopt.RUNNING
         if adopted:
             adopt.note(job, f"# spacrq: adopted at {now_iso()} by runner {os.getpid()}: the job "
@@ -565,10 +567,11 @@ class _Run:
                 return self._ended_unrecorded(i, job, record)
         if record.state == adopt.FINISHED:
             return self._record_end(i, job, record, adopted=adopted)
-        legacy = adopt.stop_legacy_orphan(job, grace_seconds())
+        if record.state == adopt.UNSEEN:
+            return self._ended_unrecorded(i, job, record, adopted=False)
         why = record.why or "nothing recorded how it ended"
         adopt.note(job, f"# spacrq: the outcome of attempt {job.attempts} is unknown ({why}); "
-                        f"running the job again{' after stopping its old process' if legacy else ''}")
+                        "running the job again")
         adopt.resume_override(job, self.modules)
         job.reset(lost=why)
         self.persist(job, "overrides", "lost_runs")
@@ -602,19 +605,23 @@ class _Run:
         job.run_status = run_status
         self._failed(i, job, code, kind, message, finished)
 
-    def _ended_unrecorded(self, i: int, job: Job, record: "adopt.Record") -> None:
-        """An adopted job ended, and nothing could record how: the runner that started it
-        and its keeper (or supervisor) are both gone, and only the parent of a process
-        learns its exit status.  It ran to its end, so it is not run again (nothing is
+    def _ended_unrecorded(self, i: int, job: Job, record: "adopt.Record",
+                          adopted: bool = True) -> None:
+        """A job ended, and nothing could record how: the runner that started it and its
+        keeper (or supervisor) are both gone, and only the parent of a process learns its
+        exit status — it ended while adopted, or before (``adopted`` False) while no
+        runner watched it.  It ran, perhaps to its end, so it is not run again (nothing is
         done twice): it is failed with an unknown outcome, which its log may tell, and
         ``restart-failed`` runs it again if it must."""
         job.run_status = None
         why = record.why or "nothing recorded how it ended"
-        adopt.note(job, f"# spacrq: it ended at {now_iso()} while adopted, and its exit status "
+        when = f"at {now_iso()} while adopted" if adopted else "while no runner watched it"
+        adopt.note(job, f"# spacrq: attempt {job.attempts} ended {when}, and its exit status "
                         f"is unknown ({why}); it is not run again")
-        self.finish(job, STATUS_FAILED, f"it ran to its end while adopted, but its exit status "
-                    f"is unknown ({why}): see its log {job.log_path}, and run 'spacrq queue "
-                    "restart-failed' if it must run again", "OutcomeUnknown", None)
+        ran = "ran to its end while adopted" if adopted else "ran while no runner watched it"
+        self.finish(job, STATUS_FAILED, f"it {ran}, but its exit status is unknown ({why}): "
+                    f"see its log {job.log_path}, and run 'spacrq queue restart-failed' if it "
+                    "must run again", "OutcomeUnknown", None)
         self.after_failure(job)
         self.progress("job_finished", job, i, job.error)
 

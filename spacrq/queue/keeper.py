@@ -143,7 +143,7 @@ def _lines(path: str, wanted: tuple[bytes, ...] = ()) -> list[dict]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return []
-        for raw in _raw_lines(fd):
+        for raw in raw_lines(fd):
             if wanted and not any(w in raw for w in wanted):
                 continue
             try:
@@ -165,7 +165,7 @@ LINE_MAX = 16 * 1024 * 1024
 _CHUNK = 1024 * 1024
 
 
-def _raw_lines(fd: int):
+def raw_lines(fd: int):
     """Each line (without its newline) of the file open as ``fd``, from where it is to its
     end, lines over :data:`LINE_MAX` left out."""
     tail = bytearray()

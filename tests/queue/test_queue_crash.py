@@ -14,6 +14,7 @@ import pytest
 from spacrq.procs import is_alive
 from spacrq.queue import Job, Queue, load_queue, resume_queue, save_queue
 from spacrq.queue.adopt import examine
+from spacrq.queue.model import now_iso
 from spacrq.queue.runner import request_stop, runner_state, start_runner
 from spacrq.queue.store import read_queue_document
 from spacrq.queue.supervise import exit_record_path
@@ -454,25 +455,72 @@ def test_an_unreadable_exit_record_is_named_as_the_reason_not_a_runner_that_neve
     assert found.state == "unknown" and f"its exit record {where} cannot be read" in found.why
 
 
-def test_only_the_end_of_a_huge_exit_record_is_read_and_its_cut_first_line_costs_nothing(
-        tmp_path, monkeypatch):
+@pytest.mark.parametrize("flood", ["lines", "huge_line", "attempts"])
+def test_a_flood_after_a_jobs_start_never_hides_it_and_what_is_kept_stays_bounded(
+        tmp_path, monkeypatch, flood):
+    """Whatever was appended to the exit record after a job's start and end — 40 MB of
+    other lines, one line of 20 MB, more attempts than are kept — resume still reads them
+    (it read only the record's last 32 MB, so the job ran again), keeps only the first
+    line of each kind of an attempt, and says how many lines were skipped."""
     from spacrq.queue import adopt
-    monkeypatch.setattr(adopt, "RECORD_BYTES", 4096)
+    monkeypatch.setattr(adopt, "MAX_ATTEMPTS", 1000)
     log = tmp_path / "night_logs" / "40_a.log"
     log.parent.mkdir()
     log.write_text("# spacrq job a\n")
     job = Job(module="command", id="a", settings={"argv": ["true"]})
     job.log_path, job.started, job.status = str(log), "2026-12-01T01:00:00+00:00", "running"
-    other = "".join(json.dumps({"job": f"j{n}", "key": "2026-12-01T00:00:00+00:00",
-                                "exit_code": 0, "pad": "x" * 50}) + "\n" for n in range(400))
     mine = (json.dumps({"job": "a", "key": job.started, "pid": 4242, "supervisor": 1}) + "\n"
             + json.dumps({"job": "a", "key": job.started, "exit_code": 3,
-                          "finished": "2026-12-01T01:05:00+00:00"}) + "\n")
-    Path(exit_record_path(str(log))).write_text(other + mine)
+                          "finished": "2026-12-01T01:05:00+00:00"}) + "\n"
+            + json.dumps({"job": "a", "key": job.started, "exit_code": 0}) + "\n")
+    record = Path(exit_record_path(str(log)))
+    with record.open("w") as fh:
+        fh.write(mine)
+        if flood == "lines":  # 40 MB of lines of the job's attempt and others', and garbage
+            block = "".join(json.dumps({"job": "a", "key": job.started, "pid": 77,
+                                        "pad": "x" * 200}) + "\n\x00garbage\n"
+                            for _ in range(2000))
+            for _ in range(40 * (1 << 20) // len(block)):
+                fh.write(block)
+        elif flood == "huge_line":
+            fh.write("[" + "1," * (10 << 20) + "1]\n")
+        else:  # more attempts than are kept, each a start and an end
+            for n in range(3000):
+                fh.write(json.dumps({"job": f"j{n}", "key": "k", "pid": 5, "supervisor": 1})
+                         + "\n" + json.dumps({"job": f"j{n}", "key": "k", "exit_code": 0})
+                         + "\n")
     found = examine(job)
-    assert (found.state, found.exit_code) == ("finished", 3)
-    assert adopt.record_lines(job)[1] == ""  # the line the window cut is not called garbage
-    assert len(adopt.record_lines(job)[0]) == 2
+    assert (found.state, found.exit_code, found.start["pid"]) == ("finished", 3, 4242)
+    lines, unreadable, _ = adopt.record_lines(job)
+    assert len(lines) == 2  # its start and its end, the first of each kind
+    kept = sum(len(v) for v in adopt._READ[str(record)][1].values())
+    if flood == "lines":
+        assert kept == 2 and "line(s) of it are not records and were skipped" in unreadable
+    elif flood == "huge_line":
+        assert kept == 2 and unreadable == ""  # (skipped unread: too long to be a record)
+    else:
+        assert kept == 2 + 2 * 999 and "more than 1000 attempts" in unreadable
+
+
+def test_garbage_in_the_exit_record_is_said_in_the_log_of_the_job_it_was_read_for(tmp_path):
+    """Lines of the record that are not records are skipped — and the job's log says how
+    many, and where (they were skipped silently)."""
+    path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
+    queue = load_queue(path)
+    plate = queue.jobs[0]
+    plate.status, plate.started, plate.attempts = "running", now_iso(), 1
+    plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
+    (tmp_path / "night_logs").mkdir(exist_ok=True)
+    record = Path(exit_record_path(plate.log_path))
+    record.write_text("\x00\xff\n[1, 2]\n" + json.dumps(
+        {"key": plate.started, "job": "plate", "exit_code": 0,
+         "finished": plate.started}) + "\n{torn\n")
+    save_queue(queue, path)
+    assert resume_queue(path).ok
+    plate = load_queue(path).jobs[0]
+    assert plate.status == "success" and plate.attempts == 1
+    assert (f"its exit record {record}: 3 line(s) of it are not records and were skipped"
+            in Path(plate.log_path).read_text())
 
 
 def _gated(jid, tmp_path, tail="", **fields):
@@ -484,6 +532,21 @@ def _gated(jid, tmp_path, tail="", **fields):
                **fields)
 
 
+def _resume_releasing_once_adopted(path, log, tmp_path):
+    """``resume_queue(path)``, letting the gated job end (``go``) once its log says resume
+    adopted it; the job is let go whatever happens."""
+    def release():
+        wait_until(lambda: "adopted at" in log.read_text(), what="the adoption")
+        (tmp_path / "go").write_text("")
+    helper = threading.Thread(target=release)
+    helper.start()
+    try:
+        return resume_queue(path)
+    finally:
+        (tmp_path / "go").write_text("")
+        helper.join()
+
+
 def _runs(tmp_path, jid):
     try:
         return (tmp_path / f"{jid}.runs").read_text().count("run")
@@ -491,10 +554,9 @@ def _runs(tmp_path, jid):
         return 0
 
 
-def test_an_adopted_job_whose_keeper_died_too_is_never_run_a_second_time(tmp_path):
-    """Runner and keeper both SIGKILLed mid-job: nothing can learn the job's exit status
-    (only a parent can), but resume watched it run to its end; it is failed with an
-    unknown outcome and a sentence saying so, never started again (it was: twice)."""
+def _runner_and_keeper_killed_mid_job(tmp_path):
+    """A queue whose runner and keeper were both SIGKILLed while its gated first job runs
+    (and ends with exit 3 once let go): ``(path, the job's pid, the runner's record)``."""
     path = _queue(tmp_path, [_gated("plate", tmp_path, "exit 3"),
                              Job(module="command", id="next", settings={"argv": ["true"]})])
     ref = start_runner(path)
@@ -504,20 +566,19 @@ def test_an_adopted_job_whose_keeper_died_too_is_never_run_a_second_time(tmp_pat
         os.kill(pid, signal.SIGKILL)
     reap(ref.pid)
     reap(state["keeper"])
+    return path, job, state
+
+
+def test_an_adopted_job_whose_keeper_died_too_is_never_run_a_second_time(tmp_path):
+    """Runner and keeper both SIGKILLed mid-job: nothing can learn the job's exit status
+    (only a parent can), but resume watched it run to its end; it is failed with an
+    unknown outcome and a sentence saying so, never started again (it was: twice)."""
+    path, job, state = _runner_and_keeper_killed_mid_job(tmp_path)
     log = Path(load_queue(path).jobs[0].log_path)
     from spacrq.queue.adopt import unwatched
     assert "its keeper is gone too" in unwatched(load_queue(path).jobs[0], str(path))
 
-    def release():  # once resume has adopted it, let the job end
-        wait_until(lambda: "adopted at" in log.read_text(), what="the adoption")
-        (tmp_path / "go").write_text("")
-    helper = threading.Thread(target=release)
-    helper.start()
-    try:
-        result = resume_queue(path)
-    finally:
-        (tmp_path / "go").write_text("")
-        helper.join()
+    result = _resume_releasing_once_adopted(path, log, tmp_path)
     plate, after = load_queue(path).jobs
     assert not psutil.pid_exists(job) or psutil.Process(job).status() == psutil.STATUS_ZOMBIE
     assert _runs(tmp_path, "plate") == 1  # never run a second time
@@ -526,6 +587,120 @@ def test_an_adopted_job_whose_keeper_died_too_is_never_run_a_second_time(tmp_pat
     assert "exit status is unknown" in plate.error and "restart-failed" in plate.error
     assert "it is not run again" in log.read_text()
     assert after.status == "success" and not result.ok
+
+
+def test_a_job_that_ended_after_its_runner_and_keeper_both_died_is_never_run_again(tmp_path):
+    """Runner and keeper both SIGKILLed mid-job, and the job runs to its end before resume
+    looks: nothing learnt its exit status, but it ran — as for one still running when
+    resume came (adopted, then failed as of unknown outcome), it is never started again
+    (it was: rerun, its log saying the runner had died before starting it)."""
+    path, job, state = _runner_and_keeper_killed_mid_job(tmp_path)
+    (tmp_path / "go").write_text("")
+    wait_until(lambda: not is_alive(job), what="the job to end")
+    from spacrq.queue.adopt import unwatched
+    left = load_queue(path).jobs[0]
+    said = unwatched(left, str(path))
+    assert "exit status is unknown" in said and "never runs it again" in said
+    assert f"its runner and its supervisor (process {state['keeper']}) were gone" in said
+    result = resume_queue(path)
+    plate, after = load_queue(path).jobs
+    assert _runs(tmp_path, "plate") == 1  # never run a second time
+    assert (plate.status, plate.failure_kind, plate.exit_code) == ("failed", "OutcomeUnknown",
+                                                                    None)
+    assert "ran while no runner watched it" in plate.error and "restart-failed" in plate.error
+    log = Path(plate.log_path).read_text()
+    assert "it is not run again" in log and "before it started" not in log
+    assert after.status == "success" and not result.ok and plate.lost_runs == []
+
+
+def test_a_job_the_machine_restarted_under_runs_again_and_says_so(tmp_path, monkeypatch):
+    """Its process written down, gone, no end recorded — and the machine started after the
+    attempt began: the restart ended it (its runner and keeper with it), so it runs again,
+    and its log and lost run name the restart."""
+    import subprocess
+    from spacrq.queue import adopt
+    path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
+                                 settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    queue = load_queue(path)
+    plate = queue.jobs[0]
+    plate.status, plate.started, plate.attempts = "running", now_iso(), 1
+    plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
+    (tmp_path / "night_logs").mkdir(exist_ok=True)
+    Path(exit_record_path(plate.log_path)).write_text(json.dumps(
+        {"key": plate.started, "job": "plate", "supervisor": gone.pid, "pid": gone.pid,
+         "started": time.time()}) + "\n")
+    save_queue(queue, path)
+    monkeypatch.setattr(adopt, "boot_time", lambda: time.time() + 1.0)  # (it restarted since)
+    assert "machine restarted" in examine(load_queue(path).jobs[0]).why
+    result = resume_queue(path)
+    plate = load_queue(path).jobs[0]
+    assert result.ok and plate.status == "success" and _runs(tmp_path, "plate") == 1
+    assert "machine restarted" in plate.lost_runs[0]["why"]
+    assert "machine restarted" in Path(plate.log_path).read_text()
+
+
+def test_a_running_job_whose_exit_record_was_emptied_is_adopted_by_the_queue_files_pid(
+        tmp_path):
+    """The runner SIGKILLed mid-job and the exit record emptied meanwhile: the queue file
+    still names the job's process, which is the job — resume adopts it, never stops it
+    and runs it again (it did)."""
+    path = _queue(tmp_path, [_gated("plate", tmp_path, "echo end >> plate.runs")])
+    ref = start_runner(path)
+    job = wait_until(lambda: pid_in(tmp_path / "plate.pid"), what="the job to start")
+    wait_until(lambda: (load_queue(path).jobs[0].process or {}).get("pid") == job,
+               what="the queue file to name the job's process")
+    os.kill(ref.pid, signal.SIGKILL)
+    reap(ref.pid)
+    record = Path(exit_record_path(load_queue(path).jobs[0].log_path))
+    record.write_bytes(b"")  # (emptied: nothing of the job's start is left in it)
+    log = Path(load_queue(path).jobs[0].log_path)
+
+    _resume_releasing_once_adopted(path, log, tmp_path)
+    plate = load_queue(path).jobs[0]
+    assert (tmp_path / "plate.runs").read_text() == "run\nend\n"  # ran once, to its end
+    # (its keeper found no start of it in the record to write its end beside: the end of a
+    # job it adopted with nothing to learn its exit status from)
+    assert (plate.status, plate.failure_kind, plate.lost_runs) == ("failed", "OutcomeUnknown",
+                                                                   [])
+
+
+def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(tmp_path):
+    """No pid of the job anywhere (the record lost, the queue file never told): before
+    running it again resume looks for it among the running processes — it leads its
+    session and its environment names it — and adopts the one it finds."""
+    import subprocess
+    path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
+                                 settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
+    queue = load_queue(path)
+    plate = queue.jobs[0]
+    plate.status, plate.started, plate.attempts = "running", now_iso(), 1
+    plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
+    (tmp_path / "night_logs").mkdir(exist_ok=True)
+    Path(plate.log_path).write_text("")
+    save_queue(queue, path)
+    env = dict(os.environ, SPACRQ_JOB_ID="plate", SPACRQ_JOB_LOG=plate.log_path)
+    lookalike = subprocess.Popen(["sleep", "30"], start_new_session=True,
+                                 env=dict(env, SPACRQ_JOB_ID="other"))
+    job = subprocess.Popen(["sh", "-c", "echo run >> plate.runs; "
+                            "while [ ! -e go ]; do sleep 0.02; done"],
+                           cwd=tmp_path, start_new_session=True, env=env)
+    try:
+        wait_until(lambda: _runs(tmp_path, "plate") == 1, what="the job to start")
+        found = examine(load_queue(path).jobs[0])
+        assert found.state == "running" and found.start["pid"] == job.pid
+        log = Path(plate.log_path)
+
+        _resume_releasing_once_adopted(path, log, tmp_path)
+        assert job.wait(30) == 0 and lookalike.poll() is None  # the other one untouched
+    finally:
+        for proc in (job, lookalike):
+            proc.kill()
+            proc.wait()
+    plate = load_queue(path).jobs[0]
+    assert _runs(tmp_path, "plate") == 1
+    assert (plate.status, plate.failure_kind) == ("failed", "OutcomeUnknown")
 
 
 def test_a_failed_attempt_a_dead_runner_left_is_retried_as_it_would_have_been(tmp_path):
@@ -592,15 +767,15 @@ def test_a_recorded_pid_now_held_by_a_process_outside_its_own_session_is_not_ado
     try:
         queue = load_queue(path)
         plate = queue.jobs[0]
-        plate.status, plate.started = "running", "2026-12-02T01:00:00+00:00"
+        plate.status, plate.started = "running", now_iso()
         plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
         (tmp_path / "night_logs").mkdir(exist_ok=True)
         Path(plate.log_path).write_text("")
         start = {"key": plate.started, "job": "plate", "supervisor": 0, "pid": other.pid,
                  "started": psutil.Process(other.pid).create_time()}
         Path(exit_record_path(plate.log_path)).write_text(json.dumps(start) + "\n")
-        record = examine(plate)
-        assert record.state == "unknown", record
+        record = examine(plate)  # (the job's own process is gone: it ran, its end unseen)
+        assert record.state == "unseen", record
     finally:
         other.kill()
         other.wait()
@@ -642,7 +817,9 @@ def test_a_logs_folder_replaced_by_a_link_mid_run_is_never_written_through(tmp_p
 @pytest.mark.parametrize("forged", ["queue_file", "exit_record"])
 def test_a_forged_pid_never_makes_resume_adopt_or_stop_another_process(tmp_path, forged):
     """A queue file (or exit record) naming some other process — pid and start time read from
-    /proc, a session of its own — is not the job: resume neither adopts nor stops it."""
+    /proc, a session of its own — is not the job: resume neither adopts nor stops it.  (The
+    job's process, as named, is gone: it ran and nothing saw it end — it is failed with an
+    unknown outcome, not run again.)"""
     import json
     import subprocess
     path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
@@ -651,7 +828,7 @@ def test_a_forged_pid_never_makes_resume_adopt_or_stop_another_process(tmp_path,
         started = psutil.Process(other.pid).create_time()
         doc = json.loads(path.read_text())
         entry = doc["jobs"][0]
-        entry.update(status="running", started="2026-12-02T01:00:00+00:00",
+        entry.update(status="running", started=now_iso(),
                      log_path=str(tmp_path / "night_logs" / "01_plate.log"))
         if forged == "queue_file":
             entry["process"] = {"pid": other.pid, "started": started}
@@ -663,7 +840,9 @@ def test_a_forged_pid_never_makes_resume_adopt_or_stop_another_process(tmp_path,
         path.write_text(json.dumps(doc))
         result = resume_queue(path)
         assert other.poll() is None  # untouched
-        assert result.ok and load_queue(path).jobs[0].status == "success"  # run afresh
+        plate = load_queue(path).jobs[0]
+        assert not result.ok and (plate.status, plate.failure_kind) == ("failed",
+                                                                        "OutcomeUnknown")
     finally:
         other.kill()
         other.wait()
@@ -698,15 +877,15 @@ def test_a_dead_jobs_record_naming_a_reused_supervisor_pid_is_not_waited_on(tmp_
         log = tmp_path / "night_logs" / "01_plate.log"
         log.parent.mkdir()
         job = Job(module="command", id="plate", settings={"argv": ["true"]})
-        job.log_path, job.started = str(log), "2026-12-02T01:00:00+00:00"
+        job.log_path, job.started = str(log), now_iso()
         gone = subprocess.Popen(["true"])
         gone.wait()
         Path(exit_record_path(str(log))).write_text(json.dumps(
             {"key": job.started, "job": "plate", "supervisor": other.pid, "pid": gone.pid,
              "started": time.time()}) + "\n")
-        assert examine(job).state == "unknown"
+        assert examine(job).state == "unseen"  # (not "running": its end is not awaited)
         from spacrq.queue.adopt import unwatched
-        assert "outcome is unknown" in unwatched(job, "night.queue.json")
+        assert "never runs it again" in unwatched(job, "night.queue.json")
     finally:
         other.kill()
         other.wait()

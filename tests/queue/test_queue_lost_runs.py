@@ -41,7 +41,7 @@ def test_the_run_lost_with_its_runner_is_kept_counted_and_drawn(tmp_path):
     job = load_queue(path).jobs[0]
     assert job.status == "success" and job.attempts == 1
     assert [r["started"] for r in job.lost_runs] == [LOST_START]
-    assert "runner died before the job was started" in job.lost_runs[0]["why"]
+    assert "runner died before it started the job" in job.lost_runs[0]["why"]
     report = Path(result.report_path).read_text()
     assert ">1 + 1 lost<" in report and "its outcome is unknown, so the job ran again" in report
     assert "a (lost)" in report  # its bar on the timeline
