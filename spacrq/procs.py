@@ -94,7 +94,9 @@ def booted_at() -> float | None:
     ``SPACRQ_BOOTED_AT`` stands in for it where a test plays a reboot by
     killing a runner, its keeper and its job at once."""
     try:
-        return float(os.environ["SPACRQ_BOOTED_AT"])
+        given = float(os.environ["SPACRQ_BOOTED_AT"])
+        if 0.0 < given <= time.time():  # (a moment past: not nan, inf, 1e400 or tomorrow)
+            return given
     except (KeyError, ValueError):
         pass
     try:

@@ -82,3 +82,25 @@ def test_stop_group_never_signals_the_group_of_a_pid_that_leads_none(tmp_path):
     finally:
         os.killpg(group.pid, signal.SIGKILL)
         group.wait()
+
+
+@pytest.mark.parametrize("given", ["inf", "nan", "-inf", "1e400", "-5", "0", "1e300", "soon",
+                                   "tomorrow"])
+def test_a_stand_in_boot_time_that_no_clock_can_show_is_ignored(monkeypatch, given):
+    """``SPACRQ_BOOTED_AT`` of garbage (an infinite or huge time overflowed where a
+    resumed job's log dates the restart) or in the future falls back to the machine's own
+    boot time."""
+    from datetime import datetime, timezone
+
+    import psutil
+
+    import time
+
+    from spacrq.procs import booted_at
+    if given == "tomorrow":  # (a restart still to come: a job that ran would run again)
+        given = str(time.time() + 86400)
+    monkeypatch.setenv("SPACRQ_BOOTED_AT", given)
+    assert booted_at() == float(psutil.boot_time())
+    datetime.fromtimestamp(booted_at(), timezone.utc)  # (a moment that can be told)
+    monkeypatch.setenv("SPACRQ_BOOTED_AT", "1796300000.5")
+    assert booted_at() == 1796300000.5

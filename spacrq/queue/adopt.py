@@ -24,6 +24,7 @@ plain ``run``) asks the record what became of the job:
 """
 from __future__ import annotations
 
+import math
 import os
 import stat
 import time
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+import orjson
 import psutil
 
 from spacrq.modules import ModuleError
@@ -39,7 +41,7 @@ from spacrq.queue.control import Control
 from spacrq.queue.keeper import raw_lines, valid_pid
 from spacrq.queue.model import Job, now_iso, parse_iso
 from spacrq.queue.supervise import exit_record_path, legacy_record_path
-from spacrq.runfiles import RunFileError, append_text, loads
+from spacrq.runfiles import RunFileError, append_text
 
 #: ``UNSEEN``: it ran and ended while nothing that could learn its exit status was alive
 FINISHED, RUNNING, UNKNOWN, UNSEEN = "finished", "running", "unknown", "unseen"
@@ -90,6 +92,21 @@ def _kind(line: dict) -> str:
     return ""
 
 
+#: the fields of a record line that are read (anything else a line holds is not kept)
+_FIELDS = ("job", "key", "starting", "pid", "started", "supervisor", "exit_code", "finished",
+           "error", "peak_rss_bytes", "peak_rss_at_most_bytes", "recorded_by", "named_by", "log",
+           "before", "folders")
+#: A record line longer than this is no record (a start's snapshot of the job's output folders,
+#: its largest part, is a number per folder): skipped unparsed, for parsing megabytes of
+#: nested junk costs many times their size in memory.
+RECORD_LINE_MAX = 1 << 20
+
+
+def _kept(line: dict) -> dict:
+    """What is kept of the record line ``line``: the fields read, and only those."""
+    return {name: line[name] for name in _FIELDS if name in line}
+
+
 def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
     """The lines of the exit record ``path``, by job, and why part of it could not be read.
 
@@ -97,9 +114,11 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
     a chunk at a time (as the keeper reads it): what was appended after a job's start —
     a huge line, a flood of lines — never hides it.  Memory stays bounded: of each
     attempt only its first line of each kind is kept (the first start naming a process
-    stands, the first end with an exit code is its end), a line over
-    :data:`~spacrq.queue.keeper.LINE_MAX` is skipped unread, and beyond
-    :data:`MAX_ATTEMPTS` attempts the record is read no further."""
+    stands, the first end with an exit code is its end), and of a line only the fields
+    read; a line over :data:`RECORD_LINE_MAX` is skipped unparsed (one over
+    :data:`~spacrq.queue.keeper.LINE_MAX`, unread); and of
+    more than :data:`MAX_ATTEMPTS` attempts only the latest are kept (a job's current
+    attempt is the newest of its lines)."""
     try:
         fd = os.open(path, _SAFE)
     except FileNotFoundError:
@@ -109,10 +128,8 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
         if os.path.islink(path):
             return {}, "it is a symbolic link, which spacrq never reads through"
         return {}, exc.strerror or str(exc)
-    by_job: dict[str, list[dict]] = {}
-    seen: set[tuple[str, str, str]] = set()
-    attempts: set[tuple[str, str]] = set()
-    bad, cut = 0, False
+    attempts: dict[tuple[str, str], dict[str, dict]] = {}  # (job, key) → kind → its line
+    bad = dropped = 0
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -125,12 +142,12 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
             raw = raw.strip()
             if not raw:
                 continue
-            if raw[:1] != b"{":  # (not an object: no record, and not worth parsing)
+            if raw[:1] != b"{" or len(raw) > RECORD_LINE_MAX:  # (no record: not parsed)
                 bad += 1
                 continue
-            try:
-                line = loads(raw, where=path)
-            except RunFileError:
+            try:  # (strict JSON, no NaN; nesting is bounded by the parser, which has no stack)
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 bad += 1
                 continue
             # (spacrq 0.1's records, one per job, name no job: theirs is the job "")
@@ -140,24 +157,27 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
             if not kind:
                 bad += 1
                 continue
-            if (job, key, kind) in seen:
-                continue  # (a later line of a kind the attempt has: not what is read)
-            if (job, key) not in attempts:
-                if len(attempts) >= MAX_ATTEMPTS:
-                    cut = True
-                    break
-                attempts.add((job, key))
-            seen.add((job, key, kind))
-            by_job.setdefault(job, []).append(line)
+            kinds = attempts.get((job, key))
+            if kinds is None:
+                if len(attempts) >= MAX_ATTEMPTS:  # the oldest attempt goes
+                    del attempts[next(iter(attempts))]
+                    dropped += 1
+                kinds = attempts[(job, key)] = {}
+            if kind not in kinds:  # (a later line of a kind the attempt has is not read)
+                kinds[kind] = _kept(line)
     except OSError as exc:
         return {}, exc.strerror or str(exc)
     finally:
         os.close(fd)
+    by_job: dict[str, list[dict]] = {}
+    for (job, _key), kinds in attempts.items():
+        by_job.setdefault(job, []).extend(kinds.values())
     problems = []
     if bad:
         problems.append(f"{bad} line(s) of it are not records and were skipped")
-    if cut:
-        problems.append(f"it holds more than {MAX_ATTEMPTS} attempts, and was read no further")
+    if dropped:
+        problems.append(f"it holds more than {MAX_ATTEMPTS} attempts: the {dropped} oldest "
+                        "were not kept")
     unreadable = "; ".join(problems)
     if len(_READ) > 16:
         _READ.clear()
@@ -205,10 +225,11 @@ def examine(job: Job) -> Record:
     if record.exit_code is not None and not alive:
         record.state = FINISHED
         return record
+    starting = next((ln for ln in mine if _kind(ln) == "starting"), {})
     if not alive and not start and filed is None:
         # no pid written down anywhere (the record lost, or its runner died between the
         # spawn and its start line): the job is looked for among the running processes
-        found = find_job_process(job)
+        found = find_job_process(job, starting.get("starting"))
         if found is not None:
             record.start, alive = {"pid": found.pid, "started": found.started}, True
     if alive:
@@ -218,11 +239,10 @@ def examine(job: Job) -> Record:
         record.state = RUNNING  # the job just ended; its supervisor is writing it down
     elif start or filed is not None:
         _ran_unseen(record, job, start or {"pid": filed.pid, "started": filed.started})
+    elif starting:  # (spawned or not, nothing can tell: it may have run)
+        _ran_unseen(record, job, starting)
     elif unreadable:  # (lines of earlier attempts only: the usual case below)
         record.why = f"its exit record {path} cannot be read ({unreadable})"
-    elif any(isinstance(ln.get("starting"), (int, float)) for ln in mine):
-        record.why = ("its runner died as it started the job, before the job's process was "
-                      "written down, and no process of the job runs now")
     else:
         record.why = "its runner died before it started the job"
     return record
@@ -240,12 +260,18 @@ def _ran_unseen(record: Record, job: Job, start: dict) -> None:
     booted = boot_time()
     if began is not None and booted and began.timestamp() < booted:
         at = datetime.fromtimestamp(booted, timezone.utc).isoformat(timespec="seconds")
-        record.why = (f"the machine restarted at {at} while it ran (process "
-                      f"{start.get('pid')}), which ended it with its runner")
+        what = f"(process {start.get('pid')})" if valid_pid(start.get("pid")) else "or started"
+        record.why = (f"the machine restarted at {at} while it ran {what}, which ended it with "
+                      "its runner")
         return
     keeper = start.get("supervisor")  # (the runner's keeper, or the job's supervisor)
     pid = start.get("pid")
     record.state = UNSEEN
+    if not valid_pid(pid):  # (a "starting" line: the runner died in the middle of the start)
+        record.why = ("its runner died as it started the job, before the job's process was "
+                      "written down, and no process of the job runs now: it may have run, "
+                      "and nothing could learn how it ended")
+        return
     record.why = (f"its runner and its supervisor (process {keeper}) were gone when its process "
                   f"{pid} ended, and only they could learn its exit status" if valid_pid(keeper)
                   else f"its runner was gone when its process {pid} ended, and nothing else "
@@ -269,28 +295,64 @@ def _is_running_job(ref: ProcessRef | None, job: Job) -> bool:
     return ref is not None and ref.alive() and is_job_process(ref.pid, job)
 
 
-def find_job_process(job: Job) -> ProcessRef | None:
-    """The running process of ``job``'s current attempt, found by what every job carries:
-    it leads its own session, its environment names the job and its log, and it started
-    with the attempt (not before it) — for a job whose pid nothing wrote down.  Only this
-    user's processes can be read (another's environment is not), as it should be."""
-    began = parse_iso(job.started)
-    if began is None:
-        return None
-    since = began.timestamp() - 1.0
+#: how long after its attempt's start (its "starting" line, else the queue file's
+#: ``started``) a job's process may have been created: it is spawned at once
+SPAWN_WINDOW = 5.0
+
+
+def find_job_process(job: Job, starting: Any = None) -> ProcessRef | None:
+    """The running process of ``job``'s current attempt, for a job whose pid nothing wrote
+    down: the earliest created of the processes that lead their own session with the
+    job's id and log in their environment, created within :data:`SPAWN_WINDOW` of the
+    attempt's start (``starting``, the time of its "starting" line, else ``job.started``).
+    and its output or error output going to the job's log, as the job's are started.  A
+    process the job started in a session of its own (a daemon, which inherits that
+    environment) is not taken for it when it was created later or sends its output
+    elsewhere, as a daemon does.  (A job that moved both its outputs away is not found:
+    its outcome is then unknown, and it is failed, never run again.)  Only this user's
+    processes can be read (another's environment is not), as it should be."""
+    if isinstance(starting, (int, float)) and not isinstance(starting, bool) \
+            and math.isfinite(starting):
+        since = float(starting)
+    else:
+        began = parse_iso(job.started)
+        if began is None:
+            return None
+        since = began.timestamp()
     me = os.getuid()
+    found: ProcessRef | None = None
     for proc in psutil.process_iter(["pid", "uids", "create_time"]):
         try:
             info = proc.info
-            uids = info.get("uids")
-            if uids is None or uids.real != me or (info.get("create_time") or 0) < since:
+            uids, created = info.get("uids"), info.get("create_time") or 0.0
+            if uids is None or uids.real != me or not since - 1.0 <= created <= since + SPAWN_WINDOW:
+                continue
+            if found is not None and created >= found.started:
                 continue
             pid = info["pid"]
-            if is_job_process(pid, job) and proc.status() != psutil.STATUS_ZOMBIE:
-                return ProcessRef(pid, info["create_time"])
+            if is_job_process(pid, job) and proc.status() != psutil.STATUS_ZOMBIE \
+                    and _writes_to(pid, job.log_path):
+                found = ProcessRef(pid, created)
         except (OSError, psutil.Error, KeyError, TypeError):
             continue
-    return None
+    return found
+
+
+def _writes_to(pid: int, log: str) -> bool:
+    """Whether the output (or the error output) of process ``pid`` goes to the file ``log``:
+    a job is started with both in its log; a daemon it leaves sends them elsewhere."""
+    try:
+        mine = os.stat(log)
+    except OSError:
+        return False
+    for fd in (1, 2):
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+            return True
+    return False
 
 
 def is_job_process(pid: int, job: Job) -> bool:

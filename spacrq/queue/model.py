@@ -96,8 +96,14 @@ def parse_iso(text: Any) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
+        return None
+    # (spacrq writes every time with its offset; one written by hand without it is read as
+    # this machine's local time, so it can be compared with the others)
+    try:
+        return moment if moment.tzinfo is not None else moment.astimezone()
+    except (ValueError, OverflowError, OSError):
         return None
 
 

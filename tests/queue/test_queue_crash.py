@@ -455,13 +455,16 @@ def test_an_unreadable_exit_record_is_named_as_the_reason_not_a_runner_that_neve
     assert found.state == "unknown" and f"its exit record {where} cannot be read" in found.why
 
 
-@pytest.mark.parametrize("flood", ["lines", "huge_line", "attempts"])
-def test_a_flood_after_a_jobs_start_never_hides_it_and_what_is_kept_stays_bounded(
+@pytest.mark.parametrize("flood", ["lines", "huge_line", "big_lines", "attempts"])
+def test_a_flood_in_the_exit_record_never_hides_a_jobs_attempt_and_what_is_kept_is_bounded(
         tmp_path, monkeypatch, flood):
-    """Whatever was appended to the exit record after a job's start and end — 40 MB of
-    other lines, one line of 20 MB, more attempts than are kept — resume still reads them
+    """Whatever else the exit record holds — 40 MB of other lines after the job's start and
+    end, one line of 20 MB, lines of megabytes of nested junk, more attempts before it than
+    are kept (a record a queue run every night grew) — resume still finds the job's attempt
     (it read only the record's last 32 MB, so the job ran again), keeps only the first
-    line of each kind of an attempt, and says how many lines were skipped."""
+    line of each kind of an attempt and only the fields it reads, never parses a line too
+    long to be a record (megabytes of nested junk cost gigabytes), and says how many lines
+    were skipped."""
     from spacrq.queue import adopt
     monkeypatch.setattr(adopt, "MAX_ATTEMPTS", 1000)
     log = tmp_path / "night_logs" / "40_a.log"
@@ -475,6 +478,11 @@ def test_a_flood_after_a_jobs_start_never_hides_it_and_what_is_kept_stays_bounde
             + json.dumps({"job": "a", "key": job.started, "exit_code": 0}) + "\n")
     record = Path(exit_record_path(str(log)))
     with record.open("w") as fh:
+        if flood == "attempts":  # more attempts than are kept, each a start and an end
+            for n in range(3000):
+                fh.write(json.dumps({"job": f"j{n}", "key": "k", "pid": 5, "supervisor": 1})
+                         + "\n" + json.dumps({"job": f"j{n}", "key": "k", "exit_code": 0})
+                         + "\n")
         fh.write(mine)
         if flood == "lines":  # 40 MB of lines of the job's attempt and others', and garbage
             block = "".join(json.dumps({"job": "a", "key": job.started, "pid": 77,
@@ -484,22 +492,27 @@ def test_a_flood_after_a_jobs_start_never_hides_it_and_what_is_kept_stays_bounde
                 fh.write(block)
         elif flood == "huge_line":
             fh.write("[" + "1," * (10 << 20) + "1]\n")
-        else:  # more attempts than are kept, each a start and an end
-            for n in range(3000):
-                fh.write(json.dumps({"job": f"j{n}", "key": "k", "pid": 5, "supervisor": 1})
-                         + "\n" + json.dumps({"job": f"j{n}", "key": "k", "exit_code": 0})
-                         + "\n")
+        elif flood == "big_lines":  # attempts' first lines, junk in a field read and not
+            junk = "[" + ",".join(["[]"] * 400_000) + "]"  # (1.2 MB: a line over 1 MB)
+            for n in range(5):
+                fh.write(f'{{"job": "b", "key": "k{n}", "pid": 5, "before": {junk}}}\n'
+                         f'{{"job": "c", "key": "k{n}", "pid": 5, "junk": [[], []]}}\n')
     found = examine(job)
     assert (found.state, found.exit_code, found.start["pid"]) == ("finished", 3, 4242)
     lines, unreadable, _ = adopt.record_lines(job)
     assert len(lines) == 2  # its start and its end, the first of each kind
-    kept = sum(len(v) for v in adopt._READ[str(record)][1].values())
+    kept = adopt._READ[str(record)][1]
     if flood == "lines":
-        assert kept == 2 and "line(s) of it are not records and were skipped" in unreadable
+        assert sum(map(len, kept.values())) == 2
+        assert "line(s) of it are not records and were skipped" in unreadable
     elif flood == "huge_line":
-        assert kept == 2 and unreadable == ""  # (skipped unread: too long to be a record)
-    else:
-        assert kept == 2 + 2 * 999 and "more than 1000 attempts" in unreadable
+        assert sum(map(len, kept.values())) == 2 and unreadable == ""  # (skipped unread)
+    elif flood == "big_lines":
+        assert "b" not in kept and "5 line(s) of it are not records" in unreadable
+        assert [sorted(line) for line in kept["c"]] == [["job", "key", "pid"]] * 5
+    else:  # the latest attempts kept: the job's, and the 999 before it
+        assert len(kept) == 1000 and "a" in kept and "j2000" not in kept
+        assert "more than 1000 attempts: the 2001 oldest were not kept" in unreadable
 
 
 def test_garbage_in_the_exit_record_is_said_in_the_log_of_the_job_it_was_read_for(tmp_path):
@@ -669,7 +682,7 @@ def test_a_running_job_whose_exit_record_was_emptied_is_adopted_by_the_queue_fil
 def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(tmp_path):
     """No pid of the job anywhere (the record lost, the queue file never told): before
     running it again resume looks for it among the running processes — it leads its
-    session and its environment names it — and adopts the one it finds."""
+    session, its environment names it, its output goes to its log — and adopts it."""
     import subprocess
     path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
@@ -681,11 +694,14 @@ def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(t
     Path(plate.log_path).write_text("")
     save_queue(queue, path)
     env = dict(os.environ, SPACRQ_JOB_ID="plate", SPACRQ_JOB_LOG=plate.log_path)
-    lookalike = subprocess.Popen(["sleep", "30"], start_new_session=True,
-                                 env=dict(env, SPACRQ_JOB_ID="other"))
-    job = subprocess.Popen(["sh", "-c", "echo run >> plate.runs; "
-                            "while [ ! -e go ]; do sleep 0.02; done"],
-                           cwd=tmp_path, start_new_session=True, env=env)
+    with open(plate.log_path, "ab") as out:  # (a job's output goes to its log)
+        lookalike = subprocess.Popen(["sleep", "30"], start_new_session=True, stdout=out,
+                                     env=dict(env, SPACRQ_JOB_ID="other"))
+        daemon = subprocess.Popen(["sleep", "30"], start_new_session=True, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        job = subprocess.Popen(["sh", "-c", "echo run >> plate.runs; "
+                                "while [ ! -e go ]; do sleep 0.02; done"], cwd=tmp_path,
+                               start_new_session=True, env=env, stdout=out, stderr=out)
     try:
         wait_until(lambda: _runs(tmp_path, "plate") == 1, what="the job to start")
         found = examine(load_queue(path).jobs[0])
@@ -693,14 +709,68 @@ def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(t
         log = Path(plate.log_path)
 
         _resume_releasing_once_adopted(path, log, tmp_path)
-        assert job.wait(30) == 0 and lookalike.poll() is None  # the other one untouched
+        # the others untouched: another job's, and a daemon of this one (created before it
+        # here, its output elsewhere)
+        assert job.wait(30) == 0 and lookalike.poll() is None and daemon.poll() is None
     finally:
-        for proc in (job, lookalike):
+        for proc in (job, lookalike, daemon):
             proc.kill()
             proc.wait()
     plate = load_queue(path).jobs[0]
     assert _runs(tmp_path, "plate") == 1
     assert (plate.status, plate.failure_kind) == ("failed", "OutcomeUnknown")
+
+
+@pytest.mark.parametrize("daemon", [False, True])
+def test_a_job_its_runner_and_keeper_died_starting_is_never_run_again_nor_a_daemon_adopted(
+        tmp_path, daemon):
+    """Runner and keeper killed between the "starting" line and the job's pid: nothing can
+    tell whether the job ran (it was run again: twice, when it had).  It is failed as of
+    unknown outcome.  A process the job left in a session of its own, with its
+    environment, created well after the attempt began, is not taken for the job (it was
+    adopted, waited on, and stopped)."""
+    import datetime as dt
+    import subprocess
+    path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
+                                 settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
+    began = time.time() - (30.0 if daemon else 0.0)
+    queue = load_queue(path)
+    plate = queue.jobs[0]
+    plate.status, plate.attempts = "running", 1
+    plate.started = dt.datetime.fromtimestamp(began, dt.timezone.utc).isoformat()
+    plate.log_path = str(tmp_path / "night_logs" / "01_plate.log")
+    (tmp_path / "night_logs").mkdir(exist_ok=True)
+    Path(exit_record_path(plate.log_path)).write_text(json.dumps(
+        {"key": plate.started, "job": "plate", "supervisor": 1, "starting": began}) + "\n")
+    save_queue(queue, path)
+    env = dict(os.environ, SPACRQ_JOB_ID="plate", SPACRQ_JOB_LOG=plate.log_path)
+    left = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env) if daemon else None
+    try:
+        found = examine(load_queue(path).jobs[0])
+        assert found.state == "unseen" and "it may have run" in found.why
+        result = resume_queue(path)
+        assert left is None or left.poll() is None  # untouched
+    finally:
+        if left is not None:
+            left.kill()
+            left.wait()
+    plate = load_queue(path).jobs[0]
+    assert not result.ok and _runs(tmp_path, "plate") == 0
+    assert (plate.status, plate.failure_kind, plate.lost_runs) == ("failed", "OutcomeUnknown", [])
+
+
+def test_a_job_time_written_without_its_offset_is_read_as_local_time(tmp_path, capsys):
+    """A hand-edited ``started`` with no UTC offset: ``queue status`` and ``resume`` read it
+    as this machine's local time (both died: naive and aware times do not subtract)."""
+    from spacrq import cli
+    path = _queue(tmp_path, [Job(module="command", id="plate", settings={"argv": ["true"]})])
+    doc = json.loads(path.read_text())
+    doc["jobs"][0].update(status="running", started="2026-12-03T12:53:15.927427",
+                          log_path=str(tmp_path / "night_logs" / "01_plate.log"))
+    path.write_text(json.dumps(doc))
+    assert cli.main(["queue", "status", str(path)]) == 0
+    assert "plate" in capsys.readouterr().out
+    assert resume_queue(path).ok and load_queue(path).jobs[0].status == "success"
 
 
 def test_a_failed_attempt_a_dead_runner_left_is_retried_as_it_would_have_been(tmp_path):
