@@ -24,7 +24,6 @@ plain ``run``) asks the record what became of the job:
 """
 from __future__ import annotations
 
-import math
 import os
 import stat
 import time
@@ -94,8 +93,7 @@ def _kind(line: dict) -> str:
 
 #: the fields of a record line that are read (anything else a line holds is not kept)
 _FIELDS = ("job", "key", "starting", "pid", "started", "supervisor", "exit_code", "finished",
-           "error", "peak_rss_bytes", "peak_rss_at_most_bytes", "recorded_by", "named_by", "log",
-           "before", "folders")
+           "peak_rss_bytes", "peak_rss_at_most_bytes", "before", "folders")
 #: A record line longer than this is no record (a start's snapshot of the job's output folders,
 #: its largest part, is a number per folder): skipped unparsed, for parsing megabytes of
 #: nested junk costs many times their size in memory.
@@ -208,12 +206,10 @@ def examine(job: Job) -> Record:
     if not job.log_path or not job.started:
         return Record(UNKNOWN, why="the queue file does not say where its log is")
     lines, unreadable, path = record_lines(job)
-    mine = [line for line in lines if line.get("key") == job.started]
-    # read as the keeper reads them: the first start naming a process stands, and an end
-    # is one with an exit code (garbage lines of the attempt's key count for nothing)
-    start = next((ln for ln in mine if valid_pid(ln.get("pid"))), {})
-    end = next((ln for ln in mine if isinstance(ln.get("exit_code"), int)
-                and not isinstance(ln.get("exit_code"), bool)), {})
+    # the attempt's lines by kind, one each (the first of its kind, as the keeper reads them:
+    # the first start naming a process stands, and an end is one with an exit code)
+    kinds = {_kind(line): line for line in reversed(lines) if line.get("key") == job.started}
+    start, end, starting = kinds.get("start", {}), kinds.get("end", {}), kinds.get("starting", {})
     record = Record(UNKNOWN, start, end,
                     skipped=f"its exit record {path}: {unreadable}" if unreadable else "")
     # (an end is written once the job was reaped: one beside a job still running was written
@@ -225,7 +221,6 @@ def examine(job: Job) -> Record:
     if record.exit_code is not None and not alive:
         record.state = FINISHED
         return record
-    starting = next((ln for ln in mine if _kind(ln) == "starting"), {})
     if not alive and not start and filed is None:
         # no pid written down anywhere (the record lost, or its runner died between the
         # spawn and its start line): the job is looked for among the running processes
@@ -257,7 +252,7 @@ def _ran_unseen(record: Record, job: Job, start: dict) -> None:
     runner nor its keeper was alive to learn its exit status (only a process's
     parent can): it is never run again, for nothing is done twice."""
     began = parse_iso(job.started)
-    booted = boot_time()
+    booted = booted_at()
     if began is not None and booted and began.timestamp() < booted:
         at = datetime.fromtimestamp(booted, timezone.utc).isoformat(timespec="seconds")
         what = f"(process {start.get('pid')})" if valid_pid(start.get("pid")) else "or started"
@@ -278,11 +273,6 @@ def _ran_unseen(record: Record, job: Job, start: dict) -> None:
                   "could learn its exit status")
 
 
-def boot_time() -> float:
-    """When this machine last started (seconds since the epoch; 0.0 when unknown)."""
-    return booted_at() or 0.0
-
-
 def _filed_ref(job: Job) -> ProcessRef | None:
     """The job's process as the queue file names it (``process``), if it can be one."""
     process = job.process if isinstance(job.process, dict) else None
@@ -300,7 +290,7 @@ def _is_running_job(ref: ProcessRef | None, job: Job) -> bool:
 SPAWN_WINDOW = 5.0
 
 
-def find_job_process(job: Job, starting: Any = None) -> ProcessRef | None:
+def find_job_process(job: Job, starting: float | None = None) -> ProcessRef | None:
     """The running process of ``job``'s current attempt, for a job whose pid nothing wrote
     down: the earliest created of the processes that lead their own session with the
     job's id and log in their environment, created within :data:`SPAWN_WINDOW` of the
@@ -311,8 +301,7 @@ def find_job_process(job: Job, starting: Any = None) -> ProcessRef | None:
     elsewhere, as a daemon does.  (A job that moved both its outputs away is not found:
     its outcome is then unknown, and it is failed, never run again.)  Only this user's
     processes can be read (another's environment is not), as it should be."""
-    if isinstance(starting, (int, float)) and not isinstance(starting, bool) \
-            and math.isfinite(starting):
+    if starting is not None:  # (a number: the line was read as a "starting" for it)
         since = float(starting)
     else:
         began = parse_iso(job.started)

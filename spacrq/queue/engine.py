@@ -553,6 +553,12 @@ class _Run:
         if adopted:
             adopt.note(job, f"# spacrq: adopted at {now_iso()} by runner {os.getpid()}: the job "
                             "kept running while no runner watched it")
+            ref = record.ref
+            if ref is not None and job.process != ref.to_dict():
+                # (found by its pid in the exit record, or among the running processes: the
+                # file names it, and following it never looks for it again)
+                job.process = ref.to_dict()
+                self.persist(job, "process")
             self.progress("job_started", job, i, f"[{i}/{self.total}] {job.label} (adopted)")
             _safe(self.heartbeat)  # runner.json names the adopted job at once
             how, record = adopt.wait_for_end(job, record, self.control, self.heartbeat,

@@ -631,7 +631,6 @@ def test_a_job_the_machine_restarted_under_runs_again_and_says_so(tmp_path, monk
     attempt began: the restart ended it (its runner and keeper with it), so it runs again,
     and its log and lost run name the restart."""
     import subprocess
-    from spacrq.queue import adopt
     path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
     gone = subprocess.Popen(["true"])
@@ -645,7 +644,7 @@ def test_a_job_the_machine_restarted_under_runs_again_and_says_so(tmp_path, monk
         {"key": plate.started, "job": "plate", "supervisor": gone.pid, "pid": gone.pid,
          "started": time.time()}) + "\n")
     save_queue(queue, path)
-    monkeypatch.setattr(adopt, "boot_time", lambda: time.time() + 1.0)  # (it restarted since)
+    monkeypatch.setenv("SPACRQ_BOOTED_AT", str(time.time()))  # (it restarted since)
     assert "machine restarted" in examine(load_queue(path).jobs[0]).why
     result = resume_queue(path)
     plate = load_queue(path).jobs[0]
@@ -679,11 +678,19 @@ def test_a_running_job_whose_exit_record_was_emptied_is_adopted_by_the_queue_fil
                                                                    [])
 
 
-def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(tmp_path):
+def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(tmp_path,
+                                                                              monkeypatch):
     """No pid of the job anywhere (the record lost, the queue file never told): before
     running it again resume looks for it among the running processes — it leads its
-    session, its environment names it, its output goes to its log — and adopts it."""
+    session, its environment names it, its output goes to its log — and adopts it, and
+    follows it by its pid from then on (it looked through every process 20 times a second
+    while the job ran)."""
     import subprocess
+
+    from spacrq.queue import adopt
+    looks = []
+    real = adopt.find_job_process
+    monkeypatch.setattr(adopt, "find_job_process", lambda *a: looks.append(1) or real(*a))
     path = _queue(tmp_path, [Job(module="command", id="plate", cwd=str(tmp_path),
                                  settings={"argv": ["sh", "-c", "echo run >> plate.runs"]})])
     queue = load_queue(path)
@@ -708,7 +715,9 @@ def test_a_running_job_nothing_named_by_pid_is_found_and_adopted_not_run_twice(t
         assert found.state == "running" and found.start["pid"] == job.pid
         log = Path(plate.log_path)
 
+        looks.clear()
         _resume_releasing_once_adopted(path, log, tmp_path)
+        assert len(looks) <= 2  # (once to adopt it, once more when it ended, at most)
         # the others untouched: another job's, and a daemon of this one (created before it
         # here, its output elsewhere)
         assert job.wait(30) == 0 and lookalike.poll() is None and daemon.poll() is None
