@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/bench_queue.py [--sizes 10 2000] [--repeat 3]
+    .venv/bin/python bench/bench_queue.py [--sizes 10 500 2000] [--repeat 3]
 
 For each queue size N it times, wall clock, in one run:
 
@@ -51,7 +51,8 @@ fsync and the files' creation with the job before, can come in below it.
 It prints per-job time, per-job overhead above ``bare``, and the ratios
 (spacrq/tsp, and for flatness the 2000-job/10-job per-job overhead, each size
 in the mode it runs in by default — 2000-job journal over 10-job file — with
-the same-mode ratios beside it).  Then it
+the same-mode ratios beside it, and each size between, such as the 500 jobs
+of file mode's bound, over the 10-job one).  Then it
 times load + validate + plan of a 2000-job queue file.
 """
 from __future__ import annotations
@@ -219,7 +220,8 @@ def time_spacrq(n: int, folder: Path, mode: str = "file",
     supervisor's start, which the first job waits for, the last write).
     """
     path = _queue_file(folder, n)
-    env = dict(os.environ, SPACRQ_QUEUE_DIRECT_MAX_JOBS=MODES[mode])
+    env = dict(os.environ, SPACRQ_QUEUE_DIRECT_MAX_JOBS=MODES[mode],
+               SPACRQ_QUEUE_DIRECT_MAX_BYTES=str(10 ** 12))  # (file mode: by jobs alone)
     if tree:
         env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
@@ -294,7 +296,7 @@ def time_load_validate_plan(folder: Path, n: int = 2000) -> tuple[float, float, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 2000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10, DIRECT_MAX_JOBS, 2000])
     ap.add_argument("--repeat", type=int, default=5, help="runs per figure (median kept)")
     ap.add_argument("--against", metavar="TREE",
                     help="another spacrq checkout, timed in the same rounds (file mode)")
@@ -381,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flatness (each size in its default mode; file up to {DIRECT_MAX_JOBS} jobs, "
               f"journal above): overhead per job at {large} jobs ({name[col[large]]}) / at "
               f"{small} jobs ({name[col[small]]}) = {flat:.2f} (target <= 1.5)")
+        for n in sorted(rows)[1:-1]:  # (each size between, in its default mode)
+            c = 1 if n <= DIRECT_MAX_JOBS else 2
+            print(f"  at {n} jobs ({name[c]}{', its bound' if n == DIRECT_MAX_JOBS else ''}): "
+                  f"overhead per job / at {small} jobs ({name[col[small]]}) = "
+                  f"{overhead(n, c) / max(1e-9, overhead(small, col[small])):.2f}")
         for c in (1, 2):
             forced = [n for n in (small, large) if col[n] != c]
             note = (f"; {', '.join(map(str, forced))} jobs forced into it, for comparison"

@@ -44,7 +44,7 @@ from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
 from spacrq.queue.layout import JOURNAL_FILE, RUNNER_FILE
-from spacrq.queue.store import (DIRECT_MAX_JOBS, Journal, file_key,
+from spacrq.queue.store import (DIRECT_MAX_BYTES, DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
                                 write_queue_file)
 from spacrq.runfiles import CONTROL_FILE, RunFileError, remove_stale_temps
@@ -66,6 +66,14 @@ def direct_max_jobs() -> int:
         return DIRECT_MAX_JOBS
 
 
+def direct_max_bytes() -> int:
+    """The file's size bound of ``"file"`` mode (``SPACRQ_QUEUE_DIRECT_MAX_BYTES`` moves it)."""
+    try:
+        return int(os.environ.get("SPACRQ_QUEUE_DIRECT_MAX_BYTES", DIRECT_MAX_BYTES))
+    except ValueError:
+        return DIRECT_MAX_BYTES
+
+
 def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "strerror", None) or exc).splitlines()[0]
 
@@ -78,6 +86,7 @@ class QueueWriter:
         self.queue, self.path, self.durable = queue, Path(path), durable
         self._file = str(self.path)  # (stat'ed at every write: no Path to turn into text)
         self.mode = mode or ("file" if len(queue.jobs) <= direct_max_jobs() else "journal")
+        self._chosen = mode is None  # (a mode chosen by size changes when the queue grows)
         self._parts: list[bytes] = []      # each job's bytes, in the queue's order…
         self._rendered: list[Job] = []     # …of these jobs (re-rendered when the list changed)
         self._stale: set[int] = set()      # id() of the jobs changed since their bytes were made
@@ -207,9 +216,12 @@ class QueueWriter:
             self._lines, self._last_write = 0, time.monotonic()
             self._taken_in = False
             self._note_checkpoint()
+            self._outgrown(sum(map(len, parts)))
         elif self.journal is not None:  # current for every reader; durable through the journal
             self.queue.journal_seq = self.journal.seq
-            self._replacer.write(render_queue(self.queue, parts))
+            data = render_queue(self.queue, parts)
+            self._replacer.write(data)
+            self._outgrown(len(data))
         else:  # no journal: each write durable, and numbered so a watcher tells it is new
             self.queue.journal_seq = max(self.queue.journal_seq, last_journal_seq(self.path)) + 1
             write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
@@ -222,6 +234,24 @@ class QueueWriter:
             print(f"spacrq: saved {self.path} again; nothing was lost", file=sys.stderr,
                   flush=True)
             self.problem = ""
+
+    def _outgrown(self, size: int) -> None:
+        """A queue in ``"file"`` mode by its size that grew past a bound of it (jobs added
+        while it runs): its file is written at checkpoints only from now on (the rewrite at
+        every transition costs its size, twice per job), and the runner's log says so."""
+        if self.mode != "file" or not self._chosen:
+            return
+        jobs, most = len(self.queue.jobs), direct_max_jobs()
+        if jobs <= most and size <= direct_max_bytes():
+            return
+        self.mode = "journal"
+        self._replacer.close()  # (the temporary file made ahead, and the files kept open)
+        past = f"{jobs} jobs (more than {most})" if jobs > most else \
+            f"a file of {size // 1024} KB (more than {direct_max_bytes() // 1024} KB)"
+        print(f"spacrq: the queue file holds {past}, so from now on it is written at "
+              "checkpoints (every few hundred transitions, or a minute) and its journal has "
+              "every transition in between, which every spacrq command reads",
+              file=sys.stderr, flush=True)
 
     def start(self) -> None:
         """The first write: every job with its status, and any stale journal folded in; and

@@ -7,8 +7,9 @@ a runner record or a control file.
 
 How a running queue is persisted (two modes, one bound):
 
-* **Small queues (≤ :data:`DIRECT_MAX_JOBS` jobs, the night's usual size; the
-  file is then at most ~250 KB)**: the queue file itself is replaced
+* **Small queues (≤ :data:`DIRECT_MAX_JOBS` jobs, the night's usual size, and
+  a file of ≤ :data:`DIRECT_MAX_BYTES`; 500 jobs of a short command are
+  ~300 KB)**: the queue file itself is replaced
   atomically at every transition, so whoever reads the file alone — spaCR,
   ``jq``, a script — sees every job's status as it stands.  Each transition
   is made durable by one fsync'd line of ``journal.jsonl``, written before
@@ -21,7 +22,9 @@ How a running queue is persisted (two modes, one bound):
   and the first command that opens it folds the journal in.
 * **Larger queues**: rewriting a 2000-job file twice per job would make the
   night slower with every job, so the file is replaced only at the
-  checkpoints; between them the journal alone has the transitions.
+  checkpoints; between them the journal alone has the transitions.  A small
+  queue that grows past either bound while it runs (jobs added to it) goes on
+  this way from then on, and its runner's log says so.
   :func:`load_queue` replays the lines newer than the file's
   ``journal_seq``; :func:`open_queue` — what every command uses — first
   folds a journal left by a dead runner into the file.
@@ -57,10 +60,14 @@ from spacrq.runfiles import RunFileError, file_stamp, loads
 __all__ = ["load_queue", "open_queue", "save_queue", "edit_queue", "read_queue_document",
            "file_key", "write_queue_file", "logs_dir", "legacy_logs_dir", "journal_path",
            "edit_lock", "runner_names", "Journal", "apply_transition", "replay_journal",
-           "last_journal_seq", "transition_problem", "JOURNAL_FILE", "DIRECT_MAX_JOBS"]
+           "last_journal_seq", "transition_problem", "JOURNAL_FILE", "DIRECT_MAX_JOBS",
+           "DIRECT_MAX_BYTES"]
 
-#: Queues up to this many jobs have their file rewritten at every transition.
+#: Queues up to this many jobs have their file rewritten at every transition…
 DIRECT_MAX_JOBS = 500
+#: …while the file is at most this many bytes (jobs with large settings make a large
+#: file: each rewrite costs its size, twice per job).
+DIRECT_MAX_BYTES = 512 * 1024
 #: Largest queue file read (a 2000-job file is about 1 MB).
 MAX_QUEUE_BYTES = 64 * 1024 * 1024
 

@@ -73,6 +73,60 @@ def test_every_transition_is_on_disk_before_the_next_job(tmp_path):
     assert seen == {"a": ["running", "pending"], "b": ["success", "running"]}
 
 
+def _statuses_in_file_alone(path):
+    """The jobs' statuses as the file alone says them (what spaCR or jq would read)."""
+    from spacrq.queue.store import read_queue_document
+    return {j["id"]: j["status"] for j in read_queue_document(path)["jobs"]}
+
+
+def test_a_small_queue_that_grows_past_the_bound_goes_on_in_journal_mode(tmp_path,
+                                                                        monkeypatch, capsys):
+    """File mode's rewrite at every transition costs the file's size: a queue that grows
+    past the bound while it runs (jobs added) has its file written at checkpoints from
+    then on, says so in the runner's log, and loses nothing: the journal has the rest."""
+    from spacrq.queue.edits import add_job
+    monkeypatch.setenv("SPACRQ_QUEUE_DIRECT_MAX_JOBS", "3")
+    queue, path = _queue(tmp_path, _cmd("a"), _cmd("b"))
+    alone, loaded = {}, {}
+
+    def look(job):
+        alone[job.id] = _statuses_in_file_alone(path)
+        loaded[job.id] = {j.id: j.status for j in load_queue(path).jobs}
+        if job.id == "a":
+            add_job(path, _cmd("c"))
+            add_job(path, _cmd("d"))
+
+    result = run_queue(queue, path, runner=Script(on_run=look))
+    assert result.ok and [j.status for j in load_queue(path).jobs] == ["success"] * 4
+    assert alone["a"] == {"a": "running", "b": "pending"}  # (2 jobs: the file is current)
+    assert alone["b"]["b"] == "running"  # (the write that took c and d in)
+    assert alone["c"]["c"] == "pending" and loaded["c"]["c"] == "running"  # journal only
+    assert _statuses_in_file_alone(path) == {"a": "success", "b": "success",
+                                             "c": "success", "d": "success"}
+    assert "the queue file holds 4 jobs (more than 3), so from now on it is written at " \
+           "checkpoints" in capsys.readouterr().err
+
+
+def test_a_queue_whose_file_is_past_the_byte_bound_runs_in_journal_mode(tmp_path,
+                                                                        monkeypatch, capsys):
+    """Few jobs with large settings make a large file: past the byte bound the file is
+    written at checkpoints only, from the start."""
+    monkeypatch.setenv("SPACRQ_QUEUE_DIRECT_MAX_BYTES", "2000")
+    queue, path = _queue(tmp_path, _cmd("a", settings={"argv": ["true", "x" * 3000]}),
+                         _cmd("b"))
+    alone = {}
+
+    def look(job):
+        alone[job.id] = _statuses_in_file_alone(path)
+
+    result = run_queue(queue, path, runner=Script(on_run=look))
+    assert result.ok and _statuses_in_file_alone(path) == {"a": "success", "b": "success"}
+    assert alone["a"] == {"a": "pending", "b": "pending"}
+    assert alone["b"]["b"] == "pending"
+    assert "KB (more than 1 KB), so from now on it is written at checkpoints" \
+        in capsys.readouterr().err
+
+
 def test_dependents_of_a_failure_are_skipped_transitively_naming_the_blocker(tmp_path):
     queue, path = _queue(tmp_path, _cmd("mask"), _cmd("measure", depends_on=["mask"]),
                          _cmd("classify", depends_on=["measure"]), _cmd("other"))

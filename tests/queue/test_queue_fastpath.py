@@ -202,47 +202,90 @@ def test_a_temporary_file_made_ahead_is_never_written_through_a_link_put_in_its_
     assert len(os.listdir("/proc/self/fd")) == open_before
 
 
-def test_a_full_disk_is_tried_again_once_the_old_files_kept_open_are_let_go_of(tmp_path,
-                                                                             monkeypatch):
+def _replaced_still_open(path: Path) -> int:
+    """How many descriptors of this process are on a replaced (removed) ``path``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target == f"{path} (deleted)"
+    return count
+
+
+@pytest.mark.parametrize("burst", [5, KEEP + 3])
+def test_a_full_disk_is_tried_again_once_the_old_files_kept_open_are_let_go_of(
+        tmp_path, monkeypatch, burst):
     """The replaced files a burst of short jobs keeps open hold their blocks: on a disk
-    that is full, the replace lets go of them and tries again, so the runner's own
-    leftovers never fail its saves (a disk freed meanwhile was still full for it)."""
+    that is full, the replace lets go of them, waits until they are closed (a burst past
+    KEEP has its old files closed by the replacer's thread, slowly here), and tries
+    again, so the runner's own leftovers never fail its saves."""
     import errno
+    import time as _time
+    from spacrq.queue import background
     path = tmp_path / "q.queue.json"
     path.write_text("old")
     replacer = QuickReplacer(path)
-    real_write = os.write
+    real_write, real_close = os.write, background._close
 
-    def write(fd, data):  # (the disk is full while more than one old file is kept)
-        if len(replacer._held) > 1:
+    def write(fd, data):  # (the disk is full while any replaced file is still open)
+        if _replaced_still_open(path):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
+    def slow_close(fd):  # (freeing a file takes a while)
+        _time.sleep(0.02)
+        real_close(fd)
+
+    monkeypatch.setattr(background, "_close", slow_close)
     try:
-        for i in range(5):
+        for i in range(burst):
             replacer.write(b"%d" % i)
         monkeypatch.setattr(os, "write", write)
         replacer.write(b"after")
-        monkeypatch.undo()
+        monkeypatch.setattr(os, "write", real_write)
         assert path.read_bytes() == b"after" and len(replacer._held) == 2  # (it, and the last)
     finally:
         replacer.close()
+    assert _replaced_still_open(path) == 0
 
 
-def test_a_burst_of_replaces_keeps_a_bounded_number_of_old_files_open(tmp_path):
-    """Old files are let go of when a job ran a while (tidy); a burst of quick jobs keeps
-    at most KEEP of them, however long it is."""
+def test_the_old_files_of_a_long_burst_are_closed_by_the_replacers_thread(tmp_path,
+                                                                          monkeypatch):
+    """Closing a replaced file frees it, which takes long (0.6 ms here): past KEEP, the
+    old file let go of at each replace is closed by the replacer's own thread, never by
+    the runner's; closing the replacer waits for it, and leaves nothing open behind."""
+    import threading
     path = tmp_path / "q.queue.json"
+    real_close = os.close
+    closes: list[str] = []  # the thread that closed each replaced file
+
+    def close(fd):
+        try:
+            replaced = os.readlink(f"/proc/self/fd/{fd}") == f"{path} (deleted)"
+        except OSError:
+            replaced = False
+        if replaced:
+            closes.append(threading.current_thread().name)
+        real_close(fd)
+
+    open_before = len(os.listdir("/proc/self/fd"))
+    threads_before = set(threading.enumerate())
+    monkeypatch.setattr(os, "close", close)
     replacer = QuickReplacer(path)
     try:
-        for i in range(KEEP * 2):
+        for i in range(KEEP + 20):
             replacer.prepare()
             replacer.write(b"%d" % i)
-            assert len(replacer._held) <= KEEP
-        replacer.tidy()
-        assert len(replacer._held) == 1 and path.read_bytes() == b"%d" % (KEEP * 2 - 1)
+        assert threading.current_thread().name not in closes  # (the burst: none by the runner)
     finally:
         replacer.close()
+    monkeypatch.undo()
+    assert path.read_bytes() == b"%d" % (KEEP + 19)
+    assert closes.count("spacrq-queue-file-closer") == 20
+    assert set(threading.enumerate()) <= threads_before  # (the thread ended with it)
+    assert len(os.listdir("/proc/self/fd")) == open_before and _replaced_still_open(path) == 0
 
 
 def test_the_runners_kept_open_lock_is_the_lock_after_its_file_was_replaced(tmp_path):
