@@ -247,7 +247,7 @@ class QueueWriter:
         self.mode = "journal"
         self._replacer.close()  # (the temporary file made ahead, and the files kept open)
         past = f"{jobs} jobs (more than {most})" if jobs > most else \
-            f"a file of {size // 1024} KB (more than {direct_max_bytes() // 1024} KB)"
+            f"{size // 1024} KB (more than {direct_max_bytes() // 1024} KB)"
         print(f"spacrq: the queue file holds {past}, so from now on it is written at "
               "checkpoints (every few hundred transitions, or a minute) and its journal has "
               "every transition in between, which every spacrq command reads",
