@@ -58,20 +58,16 @@ CHECKPOINT_SECONDS = 60.0
 CHECKPOINT_MIN_LINES = 256
 
 
-def direct_max_jobs() -> int:
-    """The bound between the two modes (``SPACRQ_QUEUE_DIRECT_MAX_JOBS`` moves it, for benchmarks)."""
-    try:
-        return int(os.environ.get("SPACRQ_QUEUE_DIRECT_MAX_JOBS", DIRECT_MAX_JOBS))
-    except ValueError:
-        return DIRECT_MAX_JOBS
-
-
-def direct_max_bytes() -> int:
-    """The file's size bound of ``"file"`` mode (``SPACRQ_QUEUE_DIRECT_MAX_BYTES`` moves it)."""
-    try:
-        return int(os.environ.get("SPACRQ_QUEUE_DIRECT_MAX_BYTES", DIRECT_MAX_BYTES))
-    except ValueError:
-        return DIRECT_MAX_BYTES
+def direct_bounds() -> tuple[int, int]:
+    """``"file"`` mode's bounds, ``(jobs, bytes of the file)``; ``SPACRQ_QUEUE_DIRECT_MAX_JOBS``
+    and ``SPACRQ_QUEUE_DIRECT_MAX_BYTES`` move them, for benchmarks and tests."""
+    def bound(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+    return (bound("SPACRQ_QUEUE_DIRECT_MAX_JOBS", DIRECT_MAX_JOBS),
+            bound("SPACRQ_QUEUE_DIRECT_MAX_BYTES", DIRECT_MAX_BYTES))
 
 
 def _reason(exc: BaseException) -> str:
@@ -85,7 +81,8 @@ class QueueWriter:
                  mode: str | None = None, loaded_key: tuple | None = None) -> None:
         self.queue, self.path, self.durable = queue, Path(path), durable
         self._file = str(self.path)  # (stat'ed at every write: no Path to turn into text)
-        self.mode = mode or ("file" if len(queue.jobs) <= direct_max_jobs() else "journal")
+        self._bounds = direct_bounds()  # (read once: each write of a small queue checks them)
+        self.mode = mode or ("file" if len(queue.jobs) <= self._bounds[0] else "journal")
         self._chosen = mode is None  # (a mode chosen by size changes when the queue grows)
         self._parts: list[bytes] = []      # each job's bytes, in the queue's order…
         self._rendered: list[Job] = []     # …of these jobs (re-rendered when the list changed)
@@ -241,13 +238,13 @@ class QueueWriter:
         every transition costs its size, twice per job), and the runner's log says so."""
         if self.mode != "file" or not self._chosen:
             return
-        jobs, most = len(self.queue.jobs), direct_max_jobs()
-        if jobs <= most and size <= direct_max_bytes():
+        jobs, (most, largest) = len(self.queue.jobs), self._bounds
+        if jobs <= most and size <= largest:
             return
         self.mode = "journal"
         self._replacer.close()  # (the temporary file made ahead, and the files kept open)
         past = f"{jobs} jobs (more than {most})" if jobs > most else \
-            f"{size // 1024} KB (more than {direct_max_bytes() // 1024} KB)"
+            f"{size // 1024} KB (more than {largest // 1024} KB)"
         print(f"spacrq: the queue file holds {past}, so from now on it is written at "
               "checkpoints (every few hundred transitions, or a minute) and its journal has "
               "every transition in between, which every spacrq command reads",
