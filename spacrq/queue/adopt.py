@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -126,7 +127,9 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
         if os.path.islink(path):
             return {}, "it is a symbolic link, which spacrq never reads through"
         return {}, exc.strerror or str(exc)
-    attempts: dict[tuple[str, str], dict[str, dict]] = {}  # (job, key) → kind → its line
+    # (job, key) → kind → its line; ordered so the oldest attempt goes in O(1) (a plain dict
+    # walks past the holes its deletions leave at its front: a flood would read in O(n²))
+    attempts: OrderedDict[tuple[str, str], dict[str, dict]] = OrderedDict()
     bad = dropped = 0
     try:
         st = os.fstat(fd)
@@ -158,7 +161,7 @@ def _record_file(path: str) -> tuple[dict[str, list[dict]], str]:
             kinds = attempts.get((job, key))
             if kinds is None:
                 if len(attempts) >= MAX_ATTEMPTS:  # the oldest attempt goes
-                    del attempts[next(iter(attempts))]
+                    attempts.popitem(last=False)
                     dropped += 1
                 kinds = attempts[(job, key)] = {}
             if kind not in kinds:  # (a later line of a kind the attempt has is not read)

@@ -37,12 +37,12 @@ from typing import Any, Callable, NamedTuple
 from spacrq.modules import ModuleError
 from spacrq.problems import format_problems
 from spacrq.procs import ProcessRef
-from spacrq.queue import adopt
+from spacrq.queue import adopt, compact
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB, Control
 from spacrq.queue.ending import notify, queue_ledger, write_morning_report
 from spacrq.queue.jobproc import (JobCancelled, JobNotStarted, JobPlan, JobTimeout,
                                   ProcessRunner, Supervisor, SupervisorLost, grace_seconds)
-from spacrq.queue.locks import linked_logs, refuse_linked_logs
+from spacrq.queue.locks import RunnerLock, linked_logs, refuse_linked_logs
 from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
@@ -684,6 +684,26 @@ class _Run:
         self.stopped, self.state = INTERRUPTED + "; the remaining jobs were not run", "aborted"
 
 
+def _keep_record_small(logs: Path, queue: Queue, locked: bool) -> None:
+    """Rewrite the queue's outgrown exit record with only what its jobs may still be asked
+    about (see :mod:`spacrq.queue.compact`), before any job starts: under the runner lock,
+    which the caller holds (``locked``) or which is taken for it — a queue another runner
+    runs is left alone."""
+    lock = None
+    if not locked:
+        try:
+            lock = RunnerLock(logs).acquire()
+        except QueueError:
+            return
+    try:
+        said = compact.compact_exit_record(logs, queue.jobs)
+    finally:
+        if lock is not None:
+            lock.release()
+    if said:
+        print(f"spacrq: {said}", file=sys.stderr, flush=True)
+
+
 def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
               on_error: str | None = None, log_dir: str | os.PathLike | None = None,
               max_consecutive_failures: Any = _UNSET, on_progress: Callable | None = None,
@@ -739,6 +759,8 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
                          "move what is in its place, or make the folder writable") from None
     if path and control is None:
         clear(logs_dir(path))
+    if path and compact.outgrown(log_root, len(queue.jobs)):
+        _keep_record_small(log_root, queue, locked=release_lock is not None)
     control = control or Control(logs_dir(path) if path else None, report=_report)
     queue.stopped_reason = ""
     result = QueueResult(queue=queue, log_dir=str(log_root), started=now_iso(), path=path or "")

@@ -87,7 +87,16 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
         alive = False
     if not alive and runner_holds(logs_dir(path)):  # a record the runner has not rewritten yet
         alive = True
-        doc["pid"] = doc["pid"] or _lock_holder(logs_dir(path))
+        holder = _lock_holder(logs_dir(path))
+        if doc.get("state") not in ("running", "starting") \
+                or (holder is not None and doc["pid"] not in (None, holder)):
+            # an earlier run's record (it "crashed", it "finished"): the runner that holds the
+            # queue now could not replace it (a full disk) — its state is not that run's
+            return {"state": "running", "alive": True, "pid": holder, "queue": str(path),
+                    "problem": f"its record {folder / RUNNER_FILE} still describes an earlier "
+                               f"run ({doc.get('state')}): it could not be rewritten yet (a "
+                               "full disk?); it is rewritten at the runner's next heartbeat"}
+        doc["pid"] = doc["pid"] or holder
     doc["alive"] = alive
     if doc.get("state") in ("running", "starting") and not alive:
         ended = _ended_in_history(path, doc["pid"])

@@ -145,6 +145,31 @@ def _append(path: str, data: bytes, durable: bool = False) -> None:
         os.close(fd)
 
 
+#: the files whose writes fail: path → [the reason said, how many failed, since when]
+_FAILING: dict[str, list] = {}
+
+
+def _failed(path: str, exc: OSError) -> None:
+    """Say that a write to ``path`` failed — once while it keeps failing for the same reason
+    (a full disk fails every job's three writes: the log would drown in the same line)."""
+    reason = str(exc)
+    failing = _FAILING.get(path)
+    if failing is not None and failing[0] == reason:
+        failing[1] += 1
+        return
+    _FAILING[path] = [reason, 1, _now()]
+    print(f"spacrq: could not write {path}: {reason} (said once while it lasts)",
+          file=sys.stderr, flush=True)
+
+
+def _written(path: str) -> None:
+    """A write to ``path`` succeeded: if some had failed, say how many, once."""
+    failing = _FAILING.pop(path, None)
+    if failing is not None:
+        print(f"spacrq: {path} is written again; {failing[1]} write(s) to it failed since "
+              f"{failing[2]} ({failing[0]})", file=sys.stderr, flush=True)
+
+
 def _note(path: str, text: str, fd: int = -1) -> None:
     try:
         if fd < 0:
@@ -152,7 +177,10 @@ def _note(path: str, text: str, fd: int = -1) -> None:
         else:
             os.write(fd, text.encode("utf-8", "replace"))
     except OSError as exc:
-        print(f"spacrq: could not write {path}: {exc}", file=sys.stderr, flush=True)
+        _failed(path, exc)
+        return
+    if _FAILING:
+        _written(path)
 
 
 def _dumps(doc: dict) -> bytes:
@@ -173,7 +201,10 @@ def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
             if durable:
                 os.fsync(fd)
     except OSError as exc:  # the runner still gets the answer on the pipe
-        print(f"spacrq: could not write {path}: {exc}", file=sys.stderr, flush=True)
+        _failed(path, exc)
+        return
+    if _FAILING:
+        _written(path)
 
 
 def _open_append(path: str) -> int:

@@ -397,3 +397,71 @@ def test_an_fsync_that_fails_as_a_job_starts_is_a_save_problem_and_saved_again(t
     assert failed and result.ok and not result.save_problem
     assert any("Input/output error" in n and "saved since" in n for n in result.notes)
     assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
+
+
+@pytest.mark.parametrize("earlier", ["crashed", "finished", "running"])
+def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_running(
+        tmp_path, capsys, earlier):
+    """A resume on a full disk: the runner holds the queue but its runner.json could not be
+    written, so the file still holds the run before it — "crashed", "finished", or "running"
+    under a process long gone. Status said that run's state (a crash, while a runner ran);
+    the kernel's lock says who runs the queue, and the record's own state is not believed."""
+    import subprocess
+    import time
+    from spacrq import cli
+    from spacrq.queue.runner import runner_state
+    queue, path = _queue(tmp_path, n=1)
+    logs = logs_dir(path)
+    logs.mkdir(exist_ok=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (logs / "runner.json").write_text(json.dumps({
+        "pid": gone.pid, "started": time.time() - 3600, "queue": str(path), "state": earlier,
+        "current_job": None, "started_at": "2026-12-01T01:00:00+00:00"}))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from spacrq.queue.locks import RunnerLock; "
+         f"RunnerLock({str(logs)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        state = runner_state(path)
+        assert (state["state"], state["alive"], state["pid"]) == ("running", True, holder.pid)
+        assert f"still describes an earlier run ({earlier})" in state["problem"]
+        assert cli.main(["queue", "status", str(path)]) == 0
+        said = capsys.readouterr().out.splitlines()[0]
+        assert f"; runner running (process {holder.pid}, alive); its record " in said
+        assert said.endswith(f"still describes an earlier run ({earlier}): it could not be "
+                             "rewritten yet (a full disk?); it is rewritten at the runner's "
+                             "next heartbeat")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_record_that_keeps_failing_is_said_once_and_its_return_with_the_count(
+        tmp_path, capfd, monkeypatch):
+    """A full disk fails the exit record's writes at every job (three a job): the runner's
+    log said the same line each time, drowning everything else in it. Now once, and when a
+    write succeeds again, how many failed meanwhile; another file, or another reason, is
+    said on its own."""
+    from spacrq.queue import supervise
+    monkeypatch.setattr(supervise, "_FAILING", {})  # (this process's own, left as it was)
+    record = tmp_path / "gone" / "exits.jsonl"  # (its folder removed: every open fails)
+    log = tmp_path / "gone" / "01_a.log"
+    for n in range(5):
+        supervise._record(str(record), {"job": "a", "key": str(n)}, False)
+    supervise._note(str(log), "# a line\n")
+    err = capfd.readouterr().err
+    assert err.count(f"could not write {record}") == 1
+    assert err.count(f"could not write {log}") == 1
+    record.parent.mkdir()
+    supervise._record(str(record), {"job": "a", "key": "5"}, False)
+    supervise._record(str(record), {"job": "a", "key": "6"}, False)
+    err = capfd.readouterr().err
+    assert err.count(f"{record} is written again; 5 write(s) to it failed since ") == 1
+    assert "No such file or directory" in err and err.count("\n") == 1
+    assert [line["key"] for line in read_jsonl(record)] == ["5", "6"]
+    record.unlink()
+    record.mkdir()  # (another reason: said again)
+    supervise._record(str(record), {"job": "a", "key": "7"}, False)
+    assert f"could not write {record}: [Errno 21] Is a directory" in capfd.readouterr().err
