@@ -172,6 +172,9 @@ def compact_exit_record(logs: str | os.PathLike, jobs: Iterable, *,
     except OSError as exc:
         return (f"the exit record {record} ({st.st_size // 1024} KB) could not be rewritten "
                 f"smaller ({exc.strerror or exc}); it is left as it is and still read whole")
+    if not count:
+        return (f"the exit record {record} ({st.st_size // 1024} KB) held nothing but lines "
+                "that are not records (none of it written by spacrq); it was emptied")
     return (f"the exit record {record} held {count} lines ({st.st_size // 1024} KB); kept "
             f"the {len(kept)} of the attempts the queue's jobs may still be asked about "
             f"({len(data) // 1024} KB)")

@@ -759,7 +759,8 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
                          "move what is in its place, or make the folder writable") from None
     if path and control is None:
         clear(logs_dir(path))
-    if path and compact.outgrown(log_root, len(queue.jobs)):
+    if path and compact.outgrown(log_root, len(queue.jobs)) and log_root == logs_dir(path):
+        # (only the queue's own logs folder: its runner lock is the one every runner takes)
         _keep_record_small(log_root, queue, locked=release_lock is not None)
     control = control or Control(logs_dir(path) if path else None, report=_report)
     queue.stopped_reason = ""

@@ -252,3 +252,39 @@ def test_a_record_of_more_open_attempts_than_spacrq_writes_is_left_and_said(tmp_
                     "as it is: it holds more than 10 attempts that never ended, which spacrq "
                     "does not write; move it away if nothing runs")
     assert (logs / EXIT_RECORD).read_text() == text
+
+
+def test_a_record_of_garbage_is_emptied_and_said_so(tmp_path):
+    logs = tmp_path / "night_logs"
+    logs.mkdir()
+    junk = os.urandom(50_000).replace(b"{", b"(")  # (no line of it can be a record)
+    (logs / EXIT_RECORD).write_bytes(junk)
+    said = compact.compact_exit_record(logs, [_job(logs, "a", "k")], compact_from=100,
+                                       room_per_job=0)
+    assert said == (f"the exit record {logs / EXIT_RECORD} (48 KB) held nothing but lines "
+                    "that are not records (none of it written by spacrq); it was emptied")
+    assert (logs / EXIT_RECORD).read_bytes() == b""
+
+
+def test_only_the_queues_own_logs_folder_is_kept_small_by_its_runner(tmp_path, monkeypatch):
+    """A run given another logs folder (``log_dir``, the in-process API) takes no runner lock
+    there that any runner of the queue takes: its record there is left as it is — and the
+    queue's own folder's record is kept small by a run of the queue's own."""
+    from spacrq.queue import run_queue
+    monkeypatch.setattr(compact, "COMPACT_FROM", 1000)
+    monkeypatch.setattr(compact, "ROOM_PER_JOB", 0)
+    path = tmp_path / "night.queue.json"
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    save_queue(queue, path)
+    gone = _gone_pid()
+    text = "".join(_attempt("a", _key(n), 10 + n, gone, 0) for n in range(50))
+    for folder in (tmp_path / "elsewhere", tmp_path / "night_logs"):
+        folder.mkdir()
+        (folder / EXIT_RECORD).write_text(text)
+    assert run_queue(load_queue(path), path, log_dir=tmp_path / "elsewhere",
+                     runner=lambda job, settings, log: 0).ok
+    assert (tmp_path / "elsewhere" / EXIT_RECORD).read_text() == text
+    assert (tmp_path / "night_logs" / EXIT_RECORD).read_text() == text
+    assert resume_queue(path, runner=lambda job, settings, log: 0).ok
+    assert len((tmp_path / "night_logs" / EXIT_RECORD).read_text().splitlines()) == 2
