@@ -164,7 +164,11 @@ class QueueRunning:
         elif self.runner_alive:
             job = r.get("current_job") or next(
                 (row.key for row in self.model.rows if row.look == "running"), "between jobs")
-            text = f"Runner: running ({job}) — process {r.get('pid', '?')} on {r.get('host', '?')}"
+            text = f"Runner: running ({job}) — process {r.get('pid') or '?'}"
+            if r.get("host"):
+                text += f" on {r['host']}"
+            if r.get("problem"):  # (its record could not be read or rewritten: why, on hover)
+                text += " — its state file is out of date (hover for why)"
             if r.get("stop") == "after_job":
                 text += " — stop asked: no job starts after this one"
             elif r.get("stop") == "abort":
@@ -180,6 +184,8 @@ class QueueRunning:
         else:
             text = "Runner: not started."
         self._show(self.runner_label, "setText", text)
+        self._show(self.runner_label, "setToolTip",
+                   r.get("problem") if self.runner_alive and r.get("problem") else "")
 
 
 def _local_time(stamp) -> str:
