@@ -22,7 +22,8 @@ It leaves the record as it is — and says why in the runner's log, only when
 that is not the usual case — when anything else could still write to it:
 an attempt with no end whose supervisor (a keeper or a supervisor process of
 an earlier run, still waiting for a job its runner left) is alive, or the
-record changing while it is read.  A record that cannot be rewritten (a full
+record changing while it is read; a line appended by the record's name after
+it was read and before the rename is carried over into the new one.  A record that cannot be rewritten (a full
 disk, a read-only folder) is kept as it is; the run goes on.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Iterable
 import orjson
 
 from spacrq.queue.keeper import raw_lines, valid_pid
-from spacrq.queue.supervise import EXIT_RECORD
+from spacrq.queue.supervise import EXIT_RECORD, open_append
 from spacrq.runfiles import remove_stale_temps, write_bytes
 
 #: A record smaller than this is never rewritten (reading it whole costs a few ms).
@@ -81,6 +82,18 @@ def outgrown(logs: str | os.PathLike, jobs: int, *, compact_from: int | None = N
     except OSError:
         return False
     return stat.S_ISREG(st.st_mode) and st.st_size > _bound(jobs, compact_from, room_per_job)
+
+
+def _tail(fd: int, offset: int) -> bytes:
+    """What the file open as ``fd`` holds past ``offset`` (at most 64 MB)."""
+    parts, size = [], 0
+    while size < 64 << 20:
+        chunk = os.pread(fd, 1 << 20, offset + size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
 
 
 def compact_exit_record(logs: str | os.PathLike, jobs: Iterable, *,
@@ -165,13 +178,35 @@ def compact_exit_record(logs: str | os.PathLike, jobs: Iterable, *,
     if len(data) * 2 > st.st_size:
         return ""  # (little to gain: the queue's own attempts are most of it)
     try:
-        current = os.lstat(record)
-        if _identity(current) != before:
+        old = os.open(record, _SAFE)  # (the record as read, kept open across the rename)
+    except OSError:
+        return ""
+    try:
+        if _identity(os.fstat(old)) != before:
             return ""
-        write_bytes(record, data, durable=True)
-    except OSError as exc:
-        return (f"the exit record {record} ({st.st_size // 1024} KB) could not be rewritten "
-                f"smaller ({exc.strerror or exc}); it is left as it is and still read whole")
+        try:
+            write_bytes(record, data, durable=True)
+        except OSError as exc:
+            return (f"the exit record {record} ({st.st_size // 1024} KB) could not be "
+                    f"rewritten smaller ({exc.strerror or exc}); it is left as it is and still "
+                    "read whole")
+        late = _tail(old, st.st_size)
+        if late:
+            # Appended to the old record after it was read (by its name, before the rename):
+            # carried over, so no line written to the record is lost to its rewrite.
+            try:
+                fd = open_append(str(record))
+                try:
+                    os.write(fd, b"\n" + late)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                return (f"the exit record {record} was rewritten smaller, but "
+                        f"{len(late)} bytes appended to it meanwhile could not be carried over "
+                        f"({exc.strerror or exc})")
+    finally:
+        os.close(old)
     if not count:
         return (f"the exit record {record} ({st.st_size // 1024} KB) held nothing but lines "
                 "that are not records (none of it written by spacrq); it was emptied")

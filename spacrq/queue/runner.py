@@ -60,43 +60,54 @@ def runner_state(path: str | os.PathLike) -> dict[str, Any] | None:
         folder = legacy_logs_dir(path) or folder  # a runner of the old layout
     try:
         doc = read_json(folder / RUNNER_FILE, default=None)
-        problem = "" if doc is None or isinstance(doc, dict) else "it is not an object"
+        problem = ("it is empty or missing" if doc is None else
+                   "" if isinstance(doc, dict) else "it is not an object")
     except RunFileError as exc:
         doc, problem = None, str(exc).splitlines()[0]
     if not isinstance(doc, dict):
         doc = None
     if doc is not None and isinstance(doc.get("queue"), str) \
             and os.path.realpath(doc["queue"]) != os.path.realpath(path):
-        doc = None  # the old shared folder: another queue file's runner
+        doc, problem = None, "it names another queue"  # (the old shared folder's)
     if doc is None:
         # the record cannot be read (or is not this queue's), but the kernel knows whether a
         # runner holds the queue: never "no runner" while one runs
         if not runner_holds(logs_dir(path)):
             return None
         return {"state": "running", "alive": True, "pid": _lock_holder(logs_dir(path)),
-                "problem": f"its record {folder / RUNNER_FILE} cannot be read "
-                           f"({problem or 'it names another queue'}); it is rewritten at the "
-                           "runner's next heartbeat"}
+                "problem": f"its record {folder / RUNNER_FILE} cannot be read ({problem}); "
+                           "it is rewritten at the runner's next heartbeat"}
     pid = doc.get("pid")
     doc["pid"] = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
     if not isinstance(doc.get("state"), str):
         doc["state"] = "unknown"
-    try:
-        alive = bool(doc["pid"]) and is_alive(doc["pid"], float(doc.get("started") or 0) or None)
-    except (TypeError, ValueError):
-        alive = False
-    if not alive and runner_holds(logs_dir(path)):  # a record the runner has not rewritten yet
-        alive = True
+    if doc["state"] in ("running", "starting"):
+        try:
+            alive = bool(doc["pid"]) and is_alive(doc["pid"],
+                                                  float(doc.get("started") or 0) or None)
+        except (TypeError, ValueError):
+            alive = False
+        held = not alive and runner_holds(logs_dir(path))  # (not rewritten yet, or another's)
+    else:
+        # A run's last state is written once it let its lock go (or, refusing to start, just
+        # before): whatever runs under the pid it names, it runs this queue no more — and a
+        # runner that holds the lock now is another, which could not replace this record.
+        alive, held = False, runner_holds(logs_dir(path))
+    if held:
         holder = _lock_holder(logs_dir(path))
-        if doc.get("state") not in ("running", "starting") \
-                or (holder is not None and doc["pid"] not in (None, holder)):
-            # an earlier run's record (it "crashed", it "finished"): the runner that holds the
-            # queue now could not replace it (a full disk) — its state is not that run's
+        if doc["state"] in ("running", "starting") and doc["pid"] is not None \
+                and holder in (None, doc["pid"]):
+            alive = True  # (its own record, whose process looked gone a moment: it holds on)
+        elif doc["state"] not in ("running", "starting") and holder is not None \
+                and holder == doc["pid"]:
+            pass  # (the runner that wrote it is letting its lock go: it runs no more)
+        else:
+            # an earlier run's record (it "crashed", it "finished", or named a process long
+            # gone): the runner that holds the queue now could not replace it (a full disk)
             return {"state": "running", "alive": True, "pid": holder, "queue": str(path),
                     "problem": f"its record {folder / RUNNER_FILE} still describes an earlier "
-                               f"run ({doc.get('state')}): it could not be rewritten yet (a "
+                               f"run ({doc['state']}): it could not be rewritten yet (a "
                                "full disk?); it is rewritten at the runner's next heartbeat"}
-        doc["pid"] = doc["pid"] or holder
     doc["alive"] = alive
     if doc.get("state") in ("running", "starting") and not alive:
         ended = _ended_in_history(path, doc["pid"])

@@ -288,3 +288,29 @@ def test_only_the_queues_own_logs_folder_is_kept_small_by_its_runner(tmp_path, m
     assert (tmp_path / "night_logs" / EXIT_RECORD).read_text() == text
     assert resume_queue(path, runner=lambda job, settings, log: 0).ok
     assert len((tmp_path / "night_logs" / EXIT_RECORD).read_text().splitlines()) == 2
+
+
+def test_a_line_appended_while_the_record_is_rewritten_is_carried_over(tmp_path, monkeypatch):
+    """Another writer appends by the record's name after it was read and before the new one
+    is renamed over it (the window of the rewrite itself): that line went into the old
+    record, which the rename threw away. It is carried over into the new one."""
+    logs = tmp_path / "night_logs"
+    logs.mkdir()
+    gone = _gone_pid()
+    (logs / EXIT_RECORD).write_text("".join(_attempt("a", _key(n), 10 + n, gone, 0)
+                                            for n in range(100)))
+    late = _attempt("a", "2099-01-01T00:00:00+00:00", 4242, gone, 7)
+    real = compact.write_bytes
+
+    def appended_meanwhile(path, data, **kw):
+        with open(path, "a") as fh:  # (by its name, as every writer of the record opens it)
+            fh.write(late)
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(compact, "write_bytes", appended_meanwhile)
+    said = compact.compact_exit_record(logs, [_job(logs, "a", _key(99))], compact_from=1000)
+    assert "held 200 lines" in said
+    text = (logs / EXIT_RECORD).read_text()
+    assert text.endswith(late) and text.count("\n") == 5  # (2 kept, a fresh line, the 2 late)
+    job = _job(logs, "a", "2099-01-01T00:00:00+00:00", "running")
+    assert examine(job).exit_code == 7

@@ -399,15 +399,18 @@ def test_an_fsync_that_fails_as_a_job_starts_is_a_save_problem_and_saved_again(t
     assert [j.status for j in load_queue(path).jobs] == ["success"] * 3
 
 
-@pytest.mark.parametrize("earlier", ["crashed", "finished", "running"])
+@pytest.mark.parametrize("earlier, named", [
+    ("crashed", "gone"), ("finished", "gone"), ("running", "gone"),
+    # (a run's last state names a process that may live on a moment, or another's now: a
+    # "running" record naming a live process with its start time is that runner's own)
+    ("crashed", "alive"), ("finished", "alive"), ("stopped", "alive")])
 def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_running(
-        tmp_path, capsys, earlier):
+        tmp_path, capsys, earlier, named):
     """A resume on a full disk: the runner holds the queue but its runner.json could not be
     written, so the file still holds the run before it — "crashed", "finished", or "running"
     under a process long gone. Status said that run's state (a crash, while a runner ran);
     the kernel's lock says who runs the queue, and the record's own state is not believed."""
     import subprocess
-    import time
     from spacrq import cli
     from spacrq.queue.runner import runner_state
     queue, path = _queue(tmp_path, n=1)
@@ -415,8 +418,11 @@ def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_runn
     logs.mkdir(exist_ok=True)
     gone = subprocess.Popen(["true"])
     gone.wait()
+    # (the earlier runner's pid: gone, or still alive — it let its lock go with its last
+    # write and has not exited yet, or the pid is another process's now)
+    pid = gone.pid if named == "gone" else os.getpid()
     (logs / "runner.json").write_text(json.dumps({
-        "pid": gone.pid, "started": time.time() - 3600, "queue": str(path), "state": earlier,
+        "pid": pid, "queue": str(path), "state": earlier,
         "current_job": None, "started_at": "2026-12-01T01:00:00+00:00"}))
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from spacrq.queue.locks import RunnerLock; "
@@ -433,6 +439,9 @@ def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_runn
         assert said.endswith(f"still describes an earlier run ({earlier}): it could not be "
                              "rewritten yet (a full disk?); it is rewritten at the runner's "
                              "next heartbeat")
+        (logs / "runner.json").write_text("")  # (an empty record: said as such)
+        assert runner_state(path)["problem"].startswith(
+            f"its record {logs / 'runner.json'} cannot be read (it is empty or missing)")
     finally:
         holder.kill()
         holder.wait()
