@@ -8,8 +8,11 @@ process, not a sleep standing in for the event) and the test fails with
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,3 +50,27 @@ def pid_in(file: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(text) if text.strip() else None
+
+
+def gone_pid() -> int:
+    """The pid of a process that has ended (an earlier run's, long gone)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@contextmanager
+def runner_lock_held(logs: Path) -> Iterator[subprocess.Popen]:
+    """Another process holding the queue's runner lock in ``logs`` for the block (a runner
+    that could not write its record): that process, killed and reaped after."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from spacrq.queue.locks import RunnerLock; "
+         f"RunnerLock({str(logs)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable
 
@@ -125,7 +124,7 @@ def compact_exit_record(logs: str | os.PathLike, jobs: Iterable, *,
         # only those still open that name a supervisor (a start with no end yet).
         latest: dict[str, str] = {}  # job id → the key of its newest attempt's start so far
         held: dict[tuple[str, str], list[bytes]] = {}  # (job, key) → its lines, kept
-        open_: OrderedDict[tuple[str, str], int] = OrderedDict()  # attempt → its supervisor
+        open_: dict[tuple[str, str], int] = {}  # attempt → its supervisor
         count = 0
         for raw in raw_lines(fd):
             raw = raw.strip()

@@ -14,16 +14,7 @@ from spacrq.queue import Job, Queue, compact, load_queue, resume_queue, save_que
 from spacrq.queue.adopt import examine, record_lines
 from spacrq.queue.runner import start_runner
 from spacrq.queue.supervise import EXIT_RECORD
-from waiting import pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
-
-
-def _gone_pid() -> int:
-    """The pid of a process that has ended (an earlier run's supervisor, long gone)."""
-    done = subprocess.run(["true"], check=True)
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    assert done.returncode == 0
-    return proc.pid
+from waiting import gone_pid, pid_in, reap, wait_until  # tests/waiting.py (tests/ is on the path)
 
 
 def _attempt(job: str, key: str, pid: int, supervisor: int, code: int | None = None,
@@ -64,7 +55,7 @@ def test_a_record_grown_over_many_nights_keeps_only_what_the_queues_jobs_may_be_
     names — and what resume and the morning report read of every job is the same as before."""
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     with (logs / EXIT_RECORD).open("w") as fh:
         for night in range(300):
             fh.write(_attempt("mask", _key(night), 1000 + night, gone, 0, peak=night))
@@ -110,7 +101,7 @@ def test_a_record_an_earlier_runs_supervisor_may_still_write_to_is_left_as_it_is
     name, so the record is not replaced under it — until it has ended."""
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         text = "".join(_attempt("a", _key(n), 10 + n, gone, 0) for n in range(200))
@@ -135,7 +126,7 @@ def test_a_record_that_cannot_be_rewritten_is_kept_as_it_is_and_said(tmp_path, m
     half-written or temporary is left beside it, and one sentence says so."""
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     text = "".join(_attempt("a", _key(n), 10 + n, gone, 0) for n in range(100))
     (logs / EXIT_RECORD).write_text(text)
     real = os.fsync  # (where a full disk shows, for a file written through the page cache)
@@ -159,7 +150,7 @@ def test_a_link_or_a_fifo_in_the_records_place_is_never_read_nor_replaced(tmp_pa
     logs = tmp_path / "night_logs"
     logs.mkdir()
     elsewhere = tmp_path / "elsewhere.jsonl"
-    elsewhere.write_text("".join(_attempt("a", _key(n), 10, _gone_pid(), 0) for n in range(50)))
+    elsewhere.write_text("".join(_attempt("a", _key(n), 10, gone_pid(), 0) for n in range(50)))
     (logs / EXIT_RECORD).symlink_to(elsewhere)
     job = _job(logs, "a", _key(49))
     assert not compact.outgrown(logs, 1, compact_from=100)
@@ -189,7 +180,7 @@ def test_resume_in_a_long_used_queue_records_the_job_that_ended_unseen_and_keeps
     save_queue(queue, path)
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     old = "".join(_attempt(job, _key(n), 10 + n, gone, 0) for n in range(300)
                   for job in ("plate", "next", f"old{n}"))
     (logs / EXIT_RECORD).write_text(old)
@@ -220,7 +211,7 @@ def test_the_rewrite_holds_what_it_keeps_not_the_record(tmp_path):
     import tracemalloc
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     night = "".join(_attempt(f"j{j}", "{key}", 10 + j, gone, 0) for j in range(20))
     with (logs / EXIT_RECORD).open("w") as fh:
         for n in range(2000):
@@ -244,7 +235,7 @@ def test_a_record_of_more_open_attempts_than_spacrq_writes_is_left_and_said(tmp_
     monkeypatch.setattr(compact, "MAX_OPEN", 10)
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    text = "".join(_attempt(f"x{n}", "k", 10, _gone_pid()) for n in range(11))
+    text = "".join(_attempt(f"x{n}", "k", 10, gone_pid()) for n in range(11))
     (logs / EXIT_RECORD).write_text(text)
     said = compact.compact_exit_record(logs, [_job(logs, "a", "")], compact_from=100,
                                        room_per_job=0)
@@ -277,7 +268,7 @@ def test_only_the_queues_own_logs_folder_is_kept_small_by_its_runner(tmp_path, m
     queue = Queue(name="night")
     queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
     save_queue(queue, path)
-    gone = _gone_pid()
+    gone = gone_pid()
     text = "".join(_attempt("a", _key(n), 10 + n, gone, 0) for n in range(50))
     for folder in (tmp_path / "elsewhere", tmp_path / "night_logs"):
         folder.mkdir()
@@ -296,7 +287,7 @@ def test_a_line_appended_while_the_record_is_rewritten_is_carried_over(tmp_path,
     record, which the rename threw away. It is carried over into the new one."""
     logs = tmp_path / "night_logs"
     logs.mkdir()
-    gone = _gone_pid()
+    gone = gone_pid()
     (logs / EXIT_RECORD).write_text("".join(_attempt("a", _key(n), 10 + n, gone, 0)
                                             for n in range(100)))
     late = _attempt("a", "2099-01-01T00:00:00+00:00", 4242, gone, 7)

@@ -410,26 +410,19 @@ def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_runn
     written, so the file still holds the run before it — "crashed", "finished", or "running"
     under a process long gone. Status said that run's state (a crash, while a runner ran);
     the kernel's lock says who runs the queue, and the record's own state is not believed."""
-    import subprocess
+    from waiting import gone_pid, runner_lock_held  # (tests/ is on the path)
     from spacrq import cli
     from spacrq.queue.runner import runner_state
     queue, path = _queue(tmp_path, n=1)
     logs = logs_dir(path)
     logs.mkdir(exist_ok=True)
-    gone = subprocess.Popen(["true"])
-    gone.wait()
     # (the earlier runner's pid: gone, or still alive — it let its lock go with its last
     # write and has not exited yet, or the pid is another process's now)
-    pid = gone.pid if named == "gone" else os.getpid()
+    pid = gone_pid() if named == "gone" else os.getpid()
     (logs / "runner.json").write_text(json.dumps({
         "pid": pid, "queue": str(path), "state": earlier,
         "current_job": None, "started_at": "2026-12-01T01:00:00+00:00"}))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from spacrq.queue.locks import RunnerLock; "
-         f"RunnerLock({str(logs)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with runner_lock_held(logs) as holder:
         state = runner_state(path)
         assert (state["state"], state["alive"], state["pid"]) == ("running", True, holder.pid)
         assert f"still describes an earlier run ({earlier})" in state["problem"]
@@ -442,9 +435,6 @@ def test_a_runner_that_could_not_replace_an_earlier_runs_record_is_reported_runn
         (logs / "runner.json").write_text("")  # (an empty record: said as such)
         assert runner_state(path)["problem"].startswith(
             f"its record {logs / 'runner.json'} cannot be read (it is empty or missing)")
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_record_that_keeps_failing_is_said_once_and_its_return_with_the_count(

@@ -474,22 +474,15 @@ def test_a_runner_whose_record_still_describes_the_run_before_it_is_shown_runnin
     """A resume on a full disk: the runner holds the queue, but runner.json still says the
     run before it crashed. The pane said "crashed … Resume picks up" (and Resume would be
     refused); it shows the runner that runs, and why its record says otherwise."""
-    import subprocess
+    from waiting import gone_pid, runner_lock_held  # (tests/ is on the path)
     import time
     path = _write_queue(workspace, [_command(["true"])])
     logs = logs_dir(path)
     logs.mkdir(exist_ok=True)
-    gone = subprocess.Popen(["true"])
-    gone.wait()
     (logs / "runner.json").write_text(json.dumps({
-        "pid": gone.pid, "started": time.time() - 3600, "queue": path, "state": "crashed",
+        "pid": gone_pid(), "started": time.time() - 3600, "queue": path, "state": "crashed",
         "current_job": None}))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from spacrq.queue.locks import RunnerLock; "
-         f"RunnerLock({str(logs)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with runner_lock_held(logs) as holder:
         pane = make_pane()
         qtbot.waitUntil(lambda: pane.runner_alive, timeout=10_000)
         assert pane.runner_label.text() == (f"Runner: running (between jobs) — process "
@@ -498,6 +491,3 @@ def test_a_runner_whose_record_still_describes_the_run_before_it_is_shown_runnin
         assert pane.runner_label.toolTip().startswith(f"its record {logs / 'runner.json'} "
                                                       "still describes an earlier run (crashed)")
         assert not pane.run_button.isEnabled()
-    finally:
-        holder.kill()
-        holder.wait()
