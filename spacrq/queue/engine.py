@@ -47,6 +47,8 @@ from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
 from spacrq.queue.persist import CHECKPOINT_MIN_LINES, CHECKPOINT_SECONDS, QueueWriter
+from spacrq.queue.room import EXIT_RECORD_ROOM, give_back_room, keep_room, room_for
+from spacrq.queue.supervise import EXIT_RECORD, open_append
 from spacrq.queue.settings import SettingsError
 from spacrq.queue.stamps import collect, snapshot
 from spacrq.queue.store import logs_dir
@@ -704,6 +706,24 @@ def _keep_record_small(logs: Path, queue: Queue, locked: bool) -> None:
         print(f"spacrq: {said}", file=sys.stderr, flush=True)
 
 
+def _exit_record_room(logs: Path, nbytes: int, keep: bool) -> None:
+    """Keep (or give back) room past the end of the exit record, so that a disk that fills
+    in the night cannot refuse the lines saying how its jobs ended (see
+    :mod:`spacrq.queue.room`; the journal's room, kept by its writer, says when none can
+    be kept in this folder)."""
+    try:
+        fd = open_append(str(logs / EXIT_RECORD))
+    except OSError:
+        return  # (the supervisor says what is wrong with it, at the first job)
+    try:
+        if keep:
+            keep_room(fd, nbytes)
+        else:
+            give_back_room(fd, nbytes)
+    finally:
+        os.close(fd)
+
+
 def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
               on_error: str | None = None, log_dir: str | os.PathLike | None = None,
               max_consecutive_failures: Any = _UNSET, on_progress: Callable | None = None,
@@ -762,6 +782,9 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
     if path and compact.outgrown(log_root, len(queue.jobs)) and log_root == logs_dir(path):
         # (only the queue's own logs folder: its runner lock is the one every runner takes)
         _keep_record_small(log_root, queue, locked=release_lock is not None)
+    room = room_for(len(queue.jobs), EXIT_RECORD_ROOM) if runner is None else 0
+    if room:  # (jobs run by the supervisor, which appends to the exit record)
+        _exit_record_room(log_root, room, keep=True)
     control = control or Control(logs_dir(path) if path else None, report=_report)
     queue.stopped_reason = ""
     result = QueueResult(queue=queue, log_dir=str(log_root), started=now_iso(), path=path or "")
@@ -796,6 +819,8 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
         if run.writer is not None:
             run.writer.close()
         run.processes.supervisor.close()
+        if room:
+            _exit_record_room(log_root, room, keep=False)
     if run.stopped:
         run.progress("queue_stopped", None, run.total, run.stopped)
     if path:

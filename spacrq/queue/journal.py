@@ -19,6 +19,7 @@ from spacrq.queue.lastgood import keep_checkpoint
 from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, logs_dir, runner_names
 from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError, lost_runs_ok
 from spacrq.queue.render import write_queue_file
+from spacrq.queue.room import give_back_room, keep_room
 from spacrq.runfiles import JsonlTail, RunFileError, loads, still_named
 
 def _is_int(value: Any) -> bool:
@@ -227,9 +228,16 @@ class Journal:
     :meth:`checkpoint` folds everything into the queue file atomically and
     empties the journal.  Appends raise OSError (the runner's writer turns
     that into a note, never a crash).
+
+    ``room`` bytes are allocated past the journal's end when it is opened and
+    each time it is emptied (see :mod:`spacrq.queue.room`): its appends do not
+    need a new block, so a disk that fills in the night cannot refuse them;
+    :meth:`close` gives back what was not used.  ``room_problem`` says why
+    none could be kept.
     """
 
-    def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True) -> None:
+    def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True,
+                 room: int = 0) -> None:
         self.queue = queue
         self.path = Path(path)
         self.file = journal_path(path)
@@ -241,6 +249,8 @@ class Journal:
         self._syncer: _Syncer | None = None  # the thread of flush_behind, once used
         self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is
         self.checkpoint_problem = ""  # why the last checkpoint could not be kept, if so
+        self.room = room
+        self.room_problem = keep_room(self._fd, room) if room else ""
 
     def _append(self, record: dict, sync: bool = True) -> None:
         self.seq += 1
@@ -311,9 +321,11 @@ class Journal:
         write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
         # (before the journal is emptied; why not, when it cannot be: the runner says it)
         self.checkpoint_problem = keep_checkpoint(self.path, durable=self.durable)
-        os.ftruncate(self._fd, 0)
+        os.ftruncate(self._fd, 0)  # (which frees the room kept too: it is kept again)
         self._unsynced = False
         self._fresh = True
+        if self.room:
+            self.room_problem = keep_room(self._fd, self.room)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -324,6 +336,8 @@ class Journal:
             if self._syncer is not None:
                 self._syncer.stop()
                 self._syncer = None
+            if self.room:
+                give_back_room(self._fd, self.room)
             os.close(self._fd)
             self._fd = -1
 

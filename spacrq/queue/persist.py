@@ -24,9 +24,13 @@ owns the file while it runs.
 A failed write (a folder where the file was, a full disk, a share that
 blinked) is reported once on the runner's stderr (its log) and the run goes
 on with the state in memory; the next write that succeeds puts it all on
-disk.  If it never does, :meth:`QueueWriter.finish` tries a rescue copy in
-the logs folder and returns the sentence the summary and the notification
-carry: that saving failed, and where the state is.
+disk.  If it never does, :meth:`QueueWriter.finish` returns the sentence the
+summary and the notification carry: that saving failed, and where the state
+is — in the journal, whose appends a full disk cannot refuse (room is kept
+for them, see :mod:`spacrq.queue.room`), so every spacrq command still reads
+the final state and the next one that can writes it into the file; only
+when the journal failed too, in a rescue copy in the logs folder if that
+can be written.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from spacrq.queue.locks import HeldEditLock, linked_logs, refuse_linked_logs
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
+from spacrq.queue.room import room_for
 from spacrq.queue.layout import JOURNAL_FILE, RUNNER_FILE
 from spacrq.queue.store import (DIRECT_MAX_BYTES, DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
@@ -91,10 +96,13 @@ class QueueWriter:
         self._replacer = QuickReplacer(self.path)
         self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
+        self._written: tuple | None = None  # the file as last written by this runner
         self.problem = ""       # why the last write failed ('' once one succeeds)
         self.generation = 0     # counts the merges that changed or added jobs
         self.notes: list[str] = []
         self._failed_at = ""
+        self._said = ("", "")  # the last failure said: (what, why)
+        self._journal_whole = True  # every transition since the last durable write is in it
         self.journal: Journal | None = None
         self._lines = 0
         self._last_write = time.monotonic()
@@ -102,17 +110,23 @@ class QueueWriter:
         self._held = False  # the edit lock kept from a claim to the job's start (see claim)
         self._taken_in = False  # the file was changed by another writer since the last checkpoint
         self._checkpoint_said = ""  # why no checkpoint could be kept, once said
-        self._open_journal()  # both modes make each transition durable with one journal line
+        # (both modes make each transition durable with one journal line)
+        self._journal_whole = self._open_journal()
 
     def _open_journal(self) -> bool:
         """Start writing the journal; False when it cannot be opened (said, and from then on
         every commit is a durable write of the whole file)."""
         try:
             refuse_linked_logs(logs_dir(self.path))
-            self.journal = Journal(self.queue, self.path, durable=self.durable)
+            self.journal = Journal(self.queue, self.path, durable=self.durable,
+                                   room=room_for(len(self.queue.jobs)))
         except (OSError, QueueError) as exc:
             self._failed(exc, "open the journal")
             return False
+        if self.journal.room_problem:
+            print(f"spacrq: no room could be kept for the journal {self.journal.file} "
+                  f"({self.journal.room_problem}), so a disk that fills up in the night may "
+                  "refuse its lines too", file=sys.stderr, flush=True)
         return True
 
     # -- what the engine calls ------------------------------------------------------
@@ -125,6 +139,7 @@ class QueueWriter:
                 self._lines += 1
             except OSError as exc:
                 self._failed(exc, "append to the journal")
+                self._journal_whole = False
                 self.journal.close()
                 self.journal = None  # from now on every commit writes the whole file
         elif sync:
@@ -169,6 +184,7 @@ class QueueWriter:
             self.journal.flush()
         except OSError as exc:
             self._failed(exc, "sync the journal")
+            self._journal_whole = False
         if checkpoint or self.problem:
             return added + self.write(durable=True)
         return added
@@ -184,6 +200,7 @@ class QueueWriter:
             self.journal.flush_behind()  # (the runner goes on; the next one waits for it)
         except OSError as exc:
             self._failed(exc, "sync the journal")
+            self._journal_whole = False
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
@@ -212,6 +229,7 @@ class QueueWriter:
             self.journal.checkpoint(parts)  # the file durable, then the journal emptied
             self._lines, self._last_write = 0, time.monotonic()
             self._taken_in = False
+            self._journal_whole = True
             self._note_checkpoint()
             self._outgrown(sum(map(len, parts)))
         elif self.journal is not None:  # current for every reader; durable through the journal
@@ -224,13 +242,14 @@ class QueueWriter:
             write_queue_file(self.queue, self.path, durable=self.durable, parts=parts)
             self._lines, self._last_write = 0, time.monotonic()
             self._taken_in = False
-        self._key = file_key(self._file)
+            self._journal_whole = self.durable  # (the file holds it all)
+        self._key = self._written = file_key(self._file)
         if self.problem:
             self.notes.append(f"saving {self.path} failed from {self._failed_at} until "
                               f"{now_iso()} ({self.problem}); everything was saved since")
             print(f"spacrq: saved {self.path} again; nothing was lost", file=sys.stderr,
                   flush=True)
-            self.problem = ""
+            self.problem, self._said = "", ("", "")
 
     def _outgrown(self, size: int) -> None:
         """A queue in ``"file"`` mode by its size that grew past a bound of it (jobs added
@@ -294,6 +313,11 @@ class QueueWriter:
         if not self.problem:  # the file durable: no checkpoint need stand in for it
             drop_checkpoint(self.path)
         if self.journal is not None:
+            try:
+                self.journal.flush()  # (the final lines durable, whatever the file's write did)
+            except OSError as exc:
+                self._failed(exc, "sync the journal")
+                self._journal_whole = False
             self.journal.close()
             self.journal = None
         return []
@@ -375,6 +399,7 @@ class QueueWriter:
         to it since the last checkpoint is in memory; a new journal is started and the
         whole file written durably at the next commit, so nothing is lost."""
         lost = self.journal.file if self.journal is not None else None
+        self._journal_whole = False  # (until the whole file is written, which it is next)
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -399,11 +424,23 @@ class QueueWriter:
                 self.journal.synced_behind()
             except OSError as exc:
                 self._failed(exc, "sync the journal")
+                self._journal_whole = False
 
     def final_problem(self) -> str:
-        """'' when the file holds the final state; else where the state is (a rescue copy)."""
+        """'' when the file holds the final state; else where the state is: in the journal,
+        durably, or else in a rescue copy if one can be written."""
         if not self.problem:
             return ""
+        since = (f"saving failed: {self.path} could not be written since {self._failed_at} "
+                 f"({self.problem})")
+        if self._journal_whole and self._written is not None \
+                and file_key(self._file) == self._written:
+            # (the file is still the one last written, so with its journal it holds it all)
+            journal = logs_dir(self.path) / JOURNAL_FILE
+            return (f"{since}, but every transition since is in its journal {journal}, which "
+                    "every spacrq command reads with the file: nothing is lost, and the next "
+                    "spacrq command on the queue (status, resume) writes the file in full "
+                    "once it can be written (a full disk: free some space)")
         rescue = logs_dir(self.path) / f"{self.path.name}.unsaved.json"
         try:
             refuse_linked_logs(rescue.parent)
@@ -411,8 +448,7 @@ class QueueWriter:
             where = f"the final state was written to {rescue} instead"
         except (OSError, RunFileError, QueueError):
             where = "the final state is only in this summary and the runner's log"
-        return (f"saving failed: {self.path} could not be written since {self._failed_at} "
-                f"({self.problem}); it shows the queue as it was then, and {where}")
+        return f"{since}; it shows the queue as it was then, and {where}"
 
     def close(self) -> None:
         self.let_go()
@@ -462,6 +498,8 @@ class QueueWriter:
         mine = {job.id for job in self.queue.jobs}
         added = [job for job in other.jobs if job.id and job.id not in mine]
         self.queue.jobs.extend(added)
+        if added and self.journal is not None:  # (its room, kept again at each checkpoint)
+            self.journal.room = room_for(len(self.queue.jobs))
         for job in added:
             print(f"spacrq: job {job.id} was added while the queue runs; it runs after the "
                   "jobs already queued", file=sys.stderr, flush=True)
@@ -476,7 +514,8 @@ class QueueWriter:
         what = logs / JOURNAL_FILE if "journal" in doing else self.path
         if not self.problem:
             self._failed_at = now_iso()
-        if reason != self.problem:
+        if (str(what), reason) != self._said:
+            self._said = (str(what), reason)
             print(f"spacrq: could not {doing} {what} ({reason}); the run goes on with the "
                   "state in memory, and it is written at the next save that succeeds",
                   file=sys.stderr, flush=True)

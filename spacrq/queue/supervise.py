@@ -145,29 +145,43 @@ def _append(path: str, data: bytes, durable: bool = False) -> None:
         os.close(fd)
 
 
-#: the files whose writes fail: path → [the reason said, how many failed, since when]
+#: the writes that fail: the exit record's, or a folder's job logs' → [the reason said, how
+#: many failed, since when]
 _FAILING: dict[str, list] = {}
+
+
+def _failing_key(path: str) -> tuple[str, str]:
+    """What a failure of ``path`` is said as: the exit record on its own, the jobs' logs of
+    one folder together (a full disk fails every job's log: one line, not one a job)."""
+    if os.path.basename(path) == EXIT_RECORD:
+        return path, path
+    folder = os.path.dirname(path)
+    return f"logs:{folder}", f"the job logs in {folder}"
 
 
 def _failed(path: str, exc: OSError) -> None:
     """Say that a write to ``path`` failed — once while it keeps failing for the same reason
     (a full disk fails every job's three writes: the log would drown in the same line)."""
-    reason = str(exc)
-    failing = _FAILING.get(path)
+    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)  # (no name)
+    key, _what = _failing_key(path)
+    failing = _FAILING.get(key)
     if failing is not None and failing[0] == reason:
         failing[1] += 1
         return
-    _FAILING[path] = [reason, 1, _now()]
-    print(f"spacrq: could not write {path}: {reason} (said once while it lasts)",
+    _FAILING[key] = [reason, 1, _now()]
+    also = "" if key == path else f", nor any other job log in {os.path.dirname(path)}"
+    print(f"spacrq: could not write {path}: {reason} (said once while it lasts{also})",
           file=sys.stderr, flush=True)
 
 
 def _written(path: str) -> None:
     """A write to ``path`` succeeded: if some had failed, say how many, once."""
-    failing = _FAILING.pop(path, None)
+    key, what = _failing_key(path)
+    failing = _FAILING.pop(key, None)
     if failing is not None:
-        print(f"spacrq: {path} is written again; {failing[1]} write(s) to it failed since "
-              f"{failing[2]} ({failing[0]})", file=sys.stderr, flush=True)
+        print(f"spacrq: {what} {'is' if key == path else 'are'} written again; {failing[1]} "
+              f"write(s) failed since {failing[2]} ({failing[0]})", file=sys.stderr,
+              flush=True)
 
 
 def _note(path: str, text: str, fd: int = -1) -> None:

@@ -138,6 +138,35 @@ def test_a_failing_disk_for_a_while_loses_nothing_once_it_clears(tmp_path, monke
     assert reason in err and "saved" in err
 
 
+@pytest.mark.parametrize("persistence", ["file", "journal"])
+def test_a_disk_full_to_the_end_leaves_the_final_state_in_the_journal(tmp_path, monkeypatch,
+                                                                     persistence):
+    """The file cannot be replaced from the second job to the end of the night (its journal,
+    whose room was kept, still takes lines): the summary says every transition is in the
+    journal — no rescue copy, which could not be written either — and the first command
+    that opens the queue once there is room writes the file with every job's end."""
+    queue, path = _queue(tmp_path, n=4)
+    real = os.replace
+    full = {"on": False}
+
+    def replace(source, target, *args, **kw):
+        if full["on"] and Path(target).parent == path.parent:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(source, target, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = run_queue(queue, path, persistence=persistence, runner=ok_runner(
+        lambda job: full.update(on=True)))
+    monkeypatch.undo()
+    assert [j.status for j in queue.jobs] == ["success"] * 4
+    assert f"every transition since is in its journal {store.journal_path(path)}" \
+        in result.save_problem and "nothing is lost" in result.save_problem
+    assert not (logs_dir(path) / "night.queue.json.unsaved.json").exists()
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]] != ["success"] * 4
+    assert [j.status for j in store.open_queue(path).jobs] == ["success"] * 4
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 4
+
+
 def test_a_journal_that_cannot_be_appended_falls_back_to_the_file(tmp_path, monkeypatch):
     queue, path = _queue(tmp_path, n=3)
     real_write = os.write
@@ -450,15 +479,21 @@ def test_a_record_that_keeps_failing_is_said_once_and_its_return_with_the_count(
     for n in range(5):
         supervise._record(str(record), {"job": "a", "key": str(n)}, False)
     supervise._note(str(log), "# a line\n")
+    for n in range(2, 40):  # (every job's log: one line for them all)
+        supervise._note(str(log.with_name(f"{n:02d}_a.log")), "# a line\n")
     err = capfd.readouterr().err
     assert err.count(f"could not write {record}") == 1
-    assert err.count(f"could not write {log}") == 1
+    assert err.count("could not write") == 2
+    assert f"could not write {log}: " in err and f"nor any other job log in {log.parent}" in err
     record.parent.mkdir()
     supervise._record(str(record), {"job": "a", "key": "5"}, False)
     supervise._record(str(record), {"job": "a", "key": "6"}, False)
     err = capfd.readouterr().err
-    assert err.count(f"{record} is written again; 5 write(s) to it failed since ") == 1
+    assert err.count(f"{record} is written again; 5 write(s) failed since ") == 1
     assert "No such file or directory" in err and err.count("\n") == 1
+    supervise._note(str(log.with_name("40_a.log")), "# a line\n")
+    assert f"the job logs in {log.parent} are written again; 39 write(s) failed since " \
+        in capfd.readouterr().err
     assert [line["key"] for line in read_jsonl(record)] == ["5", "6"]
     record.unlink()
     record.mkdir()  # (another reason: said again)

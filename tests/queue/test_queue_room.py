@@ -1,0 +1,122 @@
+"""A disk that fills up in the night: the records a resume trusts keep room for their lines."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacrq.queue import Job, Queue, save_queue
+from spacrq.queue.journal import Journal
+from spacrq.queue.room import (EXIT_RECORD_ROOM, JOURNAL_ROOM, give_back_room, keep_room,
+                               kept_bytes, room_for)
+from spacrq.queue.store import journal_path
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="room is allocated ahead with Linux's fallocate")
+
+
+def test_room_grows_with_the_queue_within_its_bounds():
+    per_job, least, most = JOURNAL_ROOM
+    assert room_for(0) == least and room_for(10) == least
+    assert room_for(1000) == 1000 * per_job
+    assert room_for(10**7) == most
+    assert room_for(2000, EXIT_RECORD_ROOM) == 2000 * EXIT_RECORD_ROOM[0]
+
+
+@linux
+def test_room_is_kept_past_the_end_unseen_and_given_back(tmp_path):
+    fd = os.open(tmp_path / "record.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        os.write(fd, b'{"a": 1}\n')
+        assert keep_room(fd, 256 * 1024) == ""
+        assert os.fstat(fd).st_size == 9  # no reader sees the room
+        assert kept_bytes(fd) >= 256 * 1024 - 4096
+        os.write(fd, b'{"b": 2}\n')  # an append lands in it
+        assert os.fstat(fd).st_size == 18
+        give_back_room(fd, 256 * 1024)
+        assert kept_bytes(fd) < 8192 and os.fstat(fd).st_size == 18
+    finally:
+        os.close(fd)
+    assert (tmp_path / "record.jsonl").read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+
+
+def test_where_no_room_can_be_kept_the_reason_is_said_never_raised():
+    read, write = os.pipe()
+    try:
+        reason = keep_room(write, 4096)
+        assert reason and isinstance(reason, str)
+        give_back_room(write, 4096)  # (nothing to give back: no error either)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert keep_room(987654, 4096)  # a closed descriptor: a reason too
+
+
+@linux
+def test_the_journal_keeps_room_while_it_is_written_and_gives_it_back(tmp_path):
+    queue = Queue(name="night")
+    for n in range(300):
+        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    room = room_for(len(queue.jobs))
+    journal = Journal(queue, path, room=room)
+    try:
+        assert journal.room_problem == ""
+        fd = os.open(journal_path(path), os.O_RDONLY)
+        try:
+            assert kept_bytes(fd) >= room - 4096
+            journal.job(queue.jobs[0], ["status"])
+            journal.checkpoint()  # emptied: the room is kept again
+            assert os.fstat(fd).st_size == 0 and kept_bytes(fd) >= room - 4096
+            journal.job(queue.jobs[1], ["status"])
+        finally:
+            os.close(fd)
+    finally:
+        journal.close()
+    fd = os.open(journal_path(path), os.O_RDONLY)
+    try:
+        assert kept_bytes(fd) < 8192  # given back once the run is over
+    finally:
+        os.close(fd)
+    assert b'"j1"' in journal_path(path).read_bytes()
+
+
+def _namespaces_work() -> str:
+    """'' when this machine lets a test mount a tmpfs of its own, else why not."""
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return "needs Linux's unshare to mount a small disk of its own"
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            "mount -t tmpfs -o size=64k tmpfs /mnt 2>&1 || "
+                            "mount -t tmpfs -o size=64k tmpfs /tmp 2>&1"],
+                           capture_output=True, text=True)
+    return "" if probe.returncode == 0 else \
+        f"cannot mount a tmpfs in a namespace here ({probe.stdout.strip() or probe.stderr})"
+
+
+def test_a_night_on_a_disk_that_fills_up_runs_no_job_twice(tmp_path):
+    """A job fills the queue's disk; the 14 jobs after it run, their ends saved nowhere but in
+    the room the journal and the exit record kept. In the morning space is freed and the
+    queue resumed: nothing runs again, and the file shows every job's end."""
+    why_not = _namespaces_work()
+    if why_not:
+        pytest.skip(why_not)
+    disk, outside = tmp_path / "disk", tmp_path / "outside"
+    disk.mkdir()
+    outside.mkdir()
+    driver = Path(__file__).with_name("fulldisk_night.py")
+    subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable,
+                    str(driver), str(disk), str(outside), "14"], check=True, timeout=300)
+    run, resume = (outside / "run.txt").read_text(), (outside / "resume.txt").read_text()
+    assert "No space left on device" in run, run  # the disk did fill up
+    ran = (outside / "ran").read_text().split()
+    assert sorted(ran) == sorted(f"j{n}" for n in range(14)), (ran, resume)  # each once
+    assert "every transition since is in its journal" in run, run
+    assert "nothing left to run" in resume, resume
+    on_disk = json.loads((outside / "night.queue.json").read_text())  # the file alone
+    assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15
