@@ -349,12 +349,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
         print("no runner is running this queue; nothing to stop")
         return 0
     try:
-        request_stop(args.file, now=args.now)
+        asked = request_stop(args.file, now=args.now)
     except (OSError, RunFileError) as exc:
-        raise CliError(f"could not ask the runner to stop: {str(exc).splitlines()[0]}; move "
-                       f"what is in the place of {logs_dir(args.file) / 'control.json'} away "
-                       "and ask again (or stop the runner's process)") from None
-    if args.now:
+        raise CliError(f"could not ask the runner to stop: {str(exc).splitlines()[0]}; free "
+                       "some space or move what is in the place of "
+                       f"{logs_dir(args.file) / 'control.json'} away and ask again (or abort "
+                       "the running job with --now, which signals the runner if need be)"
+                       ) from None
+    if asked.get("signalled"):
+        print(f"could not write the request ({asked.get('why')}), so process "
+              f"{asked['signalled']} was sent SIGTERM, which aborts the running job the same "
+              "way; it becomes not_run and can be resumed")
+    elif args.now:
         print(f"asked process {state.get('pid')} to abort the running job now; it becomes "
               "not_run and can be resumed")
     else:

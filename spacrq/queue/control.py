@@ -53,3 +53,13 @@ class Control:
 
     def abort_requested(self) -> bool:
         return self.request() == ABORT
+
+    def mark(self) -> tuple | None:
+        """Where the requests stand now, for :meth:`aborted_since`."""
+        return file_stamp(self._file) if self._file else None
+
+    def aborted_since(self, mark: tuple | None) -> bool:
+        """Whether an abort was asked after :meth:`mark` (a new request, or a signal)."""
+        if self.signalled == ABORT:
+            return True
+        return bool(self._file) and file_stamp(self._file) != mark and self.request() == ABORT

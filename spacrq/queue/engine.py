@@ -47,7 +47,7 @@ from spacrq.queue.model import (ON_ERROR_CHOICES, STATUS_FAILED, STATUS_NOT_RUN,
                                 STATUS_RUNNING, STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue,
                                 QueueError, id_problem, now_iso)
 from spacrq.queue.persist import CHECKPOINT_MIN_LINES, CHECKPOINT_SECONDS, QueueWriter
-from spacrq.queue.room import EXIT_RECORD_ROOM, give_back_room, keep_room, room_for
+from spacrq.queue.room import EXIT_RECORD_ROOM, keep_room, room_for
 from spacrq.queue.supervise import EXIT_RECORD, open_append
 from spacrq.queue.settings import SettingsError
 from spacrq.queue.stamps import collect, snapshot
@@ -59,6 +59,9 @@ from spacrq.runfiles import RunFileError, clear, write_json
 CANCELLED = ("stopped on request while it ran (its processes were ended); it runs again, "
              "from its start, when the queue is resumed")
 INTERRUPTED = "interrupted by the user"
+#: Seconds between a runner's tries at saving a final state that nothing on disk holds:
+#: the first wait, doubled after each try up to the last (see _wait_to_save).
+SAVE_RETRY_SECONDS = (1.0, 30.0)
 _UNSET: Any = object()
 __all__ = ["run_queue", "CANCELLED", "INTERRUPTED", "CHECKPOINT_SECONDS", "CHECKPOINT_MIN_LINES"]
 
@@ -706,20 +709,63 @@ def _keep_record_small(logs: Path, queue: Queue, locked: bool) -> None:
         print(f"spacrq: {said}", file=sys.stderr, flush=True)
 
 
-def _exit_record_room(logs: Path, nbytes: int, keep: bool) -> None:
-    """Keep (or give back) room past the end of the exit record, so that a disk that fills
-    in the night cannot refuse the lines saying how its jobs ended (see
-    :mod:`spacrq.queue.room`; the journal's room, kept by its writer, says when none can
-    be kept in this folder)."""
+def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
+                  take_more: bool) -> list[Job]:
+    """The queue ended and its state could not be saved anywhere a command reads it — not
+    the file, not its journal, not even a rescue copy (a full disk without room kept, a
+    share that went away): were the runner to exit now, ``resume`` would run again every
+    job that ended since.  So it keeps trying — waiting 1 s, then twice as long each time
+    up to 30 s — holding the queue, until a save succeeds (the jobs added meanwhile, if
+    any, returned to be run) or an abort is asked from now on (``spacrq queue stop --now``,
+    or a signal); a runner signalled before (a shutdown) does not wait.  Its log says
+    which."""
+    writer, control = run.writer, run.control
+    if writer is None or control.signalled or not writer.unsaved() or writer.rescue():
+        return []
+    since = writer.failed_at
+    print(f"spacrq: the queue's final state could not be saved anywhere ({writer.problem}): "
+          "it is only in this runner's memory, so the runner keeps trying, every few seconds, "
+          "until it can be (free space on the disk, bring the share back) or until it is "
+          f"asked to abort (spacrq queue stop --now, or SIGTERM to process {os.getpid()}), "
+          f"which would leave the jobs that ended since {since} to run again on resume",
+          file=sys.stderr, flush=True)
+    mark = control.mark()
+    delay, longest = SAVE_RETRY_SECONDS
+    tries = 0
+    while True:
+        until = time.monotonic() + delay
+        while time.monotonic() < until:
+            if control.aborted_since(mark):
+                print(f"spacrq: asked to abort, so the final state was not saved: the jobs "
+                      f"that ended since {since} run again on resume", file=sys.stderr,
+                      flush=True)
+                return []
+            time.sleep(min(0.25, max(0.0, until - time.monotonic())))
+        if run.heartbeat is not None:
+            _safe(run.heartbeat)
+        tries += 1
+        added = writer.finish(release_lock, take_more)
+        if added or not writer.problem:
+            print(f"spacrq: the final state was saved after {tries} more tries; nothing was "
+                  "lost", file=sys.stderr, flush=True)
+            return added
+        delay = min(delay * 2, longest)
+
+
+def _exit_record_room(logs: Path, nbytes: int) -> None:
+    """Keep room past the end of the exit record, so that a disk that fills in the night
+    cannot refuse the lines saying how its jobs ended (see :mod:`spacrq.queue.room`; the
+    journal's writer says when none can be kept in this folder).  It is not given back
+    when the run ends: a keeper of an earlier run may still append to the record, and
+    cutting the file to its end could cut such a line; the room stays, and the next run
+    keeps it from the new end (a record rewritten by :mod:`spacrq.queue.compact` starts
+    without), so it never exceeds one run's."""
     try:
         fd = open_append(str(logs / EXIT_RECORD))
     except OSError:
         return  # (the supervisor says what is wrong with it, at the first job)
     try:
-        if keep:
-            keep_room(fd, nbytes)
-        else:
-            give_back_room(fd, nbytes)
+        keep_room(fd, nbytes)
     finally:
         os.close(fd)
 
@@ -732,7 +778,7 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
               heartbeat: Callable[[], None] | None = None, durable: bool = True,
               persistence: str | None = None, loaded_key: tuple | None = None,
               release_lock: Callable[[], None] | None = None,
-              supervisor: Supervisor | None = None) -> QueueResult:
+              supervisor: Supervisor | None = None, wait_to_save: bool = False) -> QueueResult:
     """Run ``queue`` top to bottom, one job at a time, and report on all of it.
 
     :param path: the queue file, kept current after every transition (without
@@ -748,6 +794,9 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
         ``queue`` was read from it, so jobs added to the file since are taken in.
     :param release_lock: the runner lock's release, called with the last write.
     :param supervisor: the job supervisor, when the caller started it early (it is closed here).
+    :param wait_to_save: when the final state cannot be saved anywhere, keep trying until
+        it can or an abort is asked (the detached runner's way), rather than return at once
+        with the state in the result only.
     :raises QueueError: validation found errors (all listed) and ``force`` is False.
     :raises KeyboardInterrupt: after the job at hand was recorded ``failed``
         ("interrupted by the user"), the rest ``not_run``, and all of it saved:
@@ -784,7 +833,7 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
         _keep_record_small(log_root, queue, locked=release_lock is not None)
     room = room_for(len(queue.jobs), EXIT_RECORD_ROOM) if runner is None else 0
     if room:  # (jobs run by the supervisor, which appends to the exit record)
-        _exit_record_room(log_root, room, keep=True)
+        _exit_record_room(log_root, room)
     control = control or Control(logs_dir(path) if path else None, report=_report)
     queue.stopped_reason = ""
     result = QueueResult(queue=queue, log_dir=str(log_root), started=now_iso(), path=path or "")
@@ -799,6 +848,8 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
                 run.run()
                 queue.stopped_reason = run.stopped
                 added = run.writer.finish(release_lock, not run.stopped) if run.writer else []
+                if not added and wait_to_save:
+                    added = _wait_to_save(run, release_lock, not run.stopped)
                 if not added:
                     break
                 run.total = len(queue.jobs)  # jobs added to the file while it ran: run them too
@@ -819,8 +870,6 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
         if run.writer is not None:
             run.writer.close()
         run.processes.supervisor.close()
-        if room:
-            _exit_record_room(log_root, room, keep=False)
     if run.stopped:
         run.progress("queue_stopped", None, run.total, run.stopped)
     if path:

@@ -97,11 +97,12 @@ class QueueWriter:
         self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
         self._written: tuple | None = None  # the file as last written by this runner
+        self._rescued: str | None = None  # the rescue copy's path, once tried ('' none)
         self.problem = ""       # why the last write failed ('' once one succeeds)
         self.generation = 0     # counts the merges that changed or added jobs
         self.notes: list[str] = []
         self._failed_at = ""
-        self._said = ("", "")  # the last failure said: (what, why)
+        self._said: set[tuple[str, str]] = set()  # the failures said: (what, why)
         self._journal_whole = True  # every transition since the last durable write is in it
         self.journal: Journal | None = None
         self._lines = 0
@@ -249,7 +250,8 @@ class QueueWriter:
                               f"{now_iso()} ({self.problem}); everything was saved since")
             print(f"spacrq: saved {self.path} again; nothing was lost", file=sys.stderr,
                   flush=True)
-            self.problem, self._said = "", ("", "")
+            self.problem = ""
+            self._said.clear()
 
     def _outgrown(self, size: int) -> None:
         """A queue in ``"file"`` mode by its size that grew past a bound of it (jobs added
@@ -426,6 +428,32 @@ class QueueWriter:
                 self._failed(exc, "sync the journal")
                 self._journal_whole = False
 
+    def in_journal(self) -> bool:
+        """Whether the file as this runner last wrote it is still there and its journal holds
+        every transition since: together they are the state, which every command reads."""
+        return self._journal_whole and self._written is not None \
+            and file_key(self._file) == self._written
+
+    def unsaved(self) -> bool:
+        """Whether the state is nowhere a spacrq command reads it (only in memory, or in a
+        rescue copy: see :meth:`rescue`)."""
+        return bool(self.problem) and not self.in_journal()
+
+    def rescue(self) -> str:
+        """Write the state to a rescue copy in the logs folder, once; its path, or '' when it
+        cannot be written either (a full disk) or is not needed."""
+        if self._rescued is None:
+            self._rescued = ""
+            if self.unsaved():
+                rescue = logs_dir(self.path) / f"{self.path.name}.unsaved.json"
+                try:
+                    refuse_linked_logs(rescue.parent)
+                    write_queue_file(self.queue, rescue)
+                    self._rescued = str(rescue)
+                except (OSError, RunFileError, QueueError):
+                    pass
+        return self._rescued
+
     def final_problem(self) -> str:
         """'' when the file holds the final state; else where the state is: in the journal,
         durably, or else in a rescue copy if one can be written."""
@@ -433,22 +461,22 @@ class QueueWriter:
             return ""
         since = (f"saving failed: {self.path} could not be written since {self._failed_at} "
                  f"({self.problem})")
-        if self._journal_whole and self._written is not None \
-                and file_key(self._file) == self._written:
-            # (the file is still the one last written, so with its journal it holds it all)
+        if self.in_journal():
             journal = logs_dir(self.path) / JOURNAL_FILE
             return (f"{since}, but every transition since is in its journal {journal}, which "
                     "every spacrq command reads with the file: nothing is lost, and the next "
                     "spacrq command on the queue (status, resume) writes the file in full "
                     "once it can be written (a full disk: free some space)")
-        rescue = logs_dir(self.path) / f"{self.path.name}.unsaved.json"
-        try:
-            refuse_linked_logs(rescue.parent)
-            write_queue_file(self.queue, rescue)
-            where = f"the final state was written to {rescue} instead"
-        except (OSError, RunFileError, QueueError):
-            where = "the final state is only in this summary and the runner's log"
+        rescue = self.rescue()
+        where = (f"the final state was written to {rescue} instead (copy it over the queue "
+                 "file before resuming, or the jobs that ended since would run again)"
+                 if rescue else "the final state is only in this summary and the runner's log")
         return f"{since}; it shows the queue as it was then, and {where}"
+
+    @property
+    def failed_at(self) -> str:
+        """When the writes began to fail ('' while none does)."""
+        return self._failed_at if self.problem else ""
 
     def close(self) -> None:
         self.let_go()
@@ -514,8 +542,8 @@ class QueueWriter:
         what = logs / JOURNAL_FILE if "journal" in doing else self.path
         if not self.problem:
             self._failed_at = now_iso()
-        if (str(what), reason) != self._said:
-            self._said = (str(what), reason)
+        if (str(what), reason) not in self._said:  # (each once, until a save succeeds)
+            self._said.add((str(what), reason))
             print(f"spacrq: could not {doing} {what} ({reason}); the run goes on with the "
                   "state in memory, and it is written at the next save that succeeds",
                   file=sys.stderr, flush=True)

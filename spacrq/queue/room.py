@@ -10,9 +10,11 @@ again.  So the runner allocates room for them past their end when it starts
 (``fallocate`` with ``FALLOC_FL_KEEP_SIZE``: blocks the file owns, its size
 unchanged, so no reader sees them), enough for every line of a night of the
 queue's size; appends then land in blocks already theirs, and a full disk
-cannot refuse them.  The whole queue file, replaced at each transition, needs
-new blocks and may still fail: the journal holds what it misses, and every
-spacrq command folds the journal into the file once the disk has room again.
+cannot refuse them.  The journal gives its room back when the run ends; the
+exit record keeps it (see ``engine._exit_record_room`` for why).  The whole
+queue file, replaced at each transition, needs new blocks and may still fail:
+the journal holds what it misses, and every spacrq command folds the journal
+into the file once the disk has room again.
 
 Where the filesystem cannot allocate ahead (not Linux, ZFS, some network
 shares) nothing is kept and the runner's log says so once; everything else
@@ -36,7 +38,10 @@ _fallocate = None   # libc's fallocate, once looked up (False: there is none)
 
 
 def room_for(jobs: int, kind: tuple[int, int, int] = JOURNAL_ROOM) -> int:
-    """The bytes of room a record of a queue of ``jobs`` jobs keeps."""
+    """The bytes of room a record of a queue of ``jobs`` jobs keeps (none with
+    ``SPACRQ_QUEUE_ROOM=0``: a disk where room cannot be kept, for the tests)."""
+    if os.environ.get("SPACRQ_QUEUE_ROOM", "").strip() == "0":
+        return 0
     per_job, least, most = kind
     return max(least, min(most, per_job * max(0, int(jobs))))
 

@@ -152,9 +152,42 @@ def _lock_holder(folder: Path) -> int | None:
 def request_stop(path: str | os.PathLike, now: bool = False) -> dict[str, Any]:
     """Ask the runner to stop after the running job, or (``now``) to abort it.
 
+    An abort that cannot be written down (a full disk: ``control.json`` is replaced
+    whole) is sent as a SIGTERM to the runner instead, which aborts the same way; the
+    document returned then says so (``signalled``: the pid).
+
     :returns: the control document as it now stands.
+    :raises OSError, RunFileError: the request could not be made.
     """
-    return ask(logs_dir(path), stop=ABORT if now else STOP_AFTER_JOB)
+    try:
+        return ask(logs_dir(path), stop=ABORT if now else STOP_AFTER_JOB)
+    except (OSError, RunFileError) as exc:
+        pid = _signal_runner(path) if now else None
+        if pid is None:
+            raise
+        reason = str(getattr(exc, "strerror", None) or exc).splitlines()[0]
+        return {"stop": ABORT, "signalled": pid, "why": reason}
+
+
+def _signal_runner(path: str | os.PathLike) -> int | None:
+    """SIGTERM to the runner of the queue: only to a live process that the queue's runner
+    lock names while the lock is held, and whose command is spacrq's (never a pid reused
+    by something else); its pid, or None when there is no such process."""
+    import psutil
+    logs = logs_dir(path)
+    if not runner_holds(logs):
+        return None
+    pid = (runner_state(path) or {}).get("pid") or _lock_holder(logs)
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return None
+    try:
+        command = " ".join(psutil.Process(pid).cmdline())
+        if "spacrq" not in command:
+            return None
+        os.kill(pid, signal.SIGTERM)
+    except (psutil.Error, OSError):
+        return None
+    return pid
 
 
 def start_runner(path: str | os.PathLike, *, resume: bool = False,
@@ -364,7 +397,8 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
                            max_consecutive_failures=max_consecutive_failures,
                            on_progress=info.progress, control=control,
                            heartbeat=info.beat, echo=echo, loaded_key=key,
-                           release_lock=lock.release, supervisor=supervisor)
+                           release_lock=lock.release, supervisor=supervisor,
+                           wait_to_save=True)
         info.write(state=result.state, current_job=None,
                    finished_at=result.finished, headline=result.headline(),
                    stopped_reason=result.stopped_reason)

@@ -421,9 +421,16 @@ def start_queue(path: Path, token: int, how: str, document: Mapping[str, Any] | 
 def send_stop(path: Path, token: int, now: bool) -> Outcome:
     """Ask the runner to stop after the running job, or (``now``) to abort it."""
     try:
-        request_stop(path, now=now)
+        asked = request_stop(path, now=now)
     except (RunFileError, OSError) as exc:
-        return _answer(token, "stop", Code.FAILED, f"{'Abort' if now else 'Stop'} not sent: {exc}")
+        why = str(getattr(exc, "strerror", None) or exc).splitlines()[0]
+        return _answer(token, "stop", Code.FAILED,
+                       f"{'Abort' if now else 'Stop'} not sent: {why}"
+                       + ("" if now else "; Abort still reaches the runner (as a signal)"))
+    if asked.get("signalled"):
+        return _answer(token, "stop", Code.DONE, f"Abort sent as a signal to process "
+                       f"{asked['signalled']} (the request could not be written: "
+                       f"{asked.get('why')}).", how="abort")
     return _answer(token, "stop", Code.DONE, "Abort asked." if now else "Stop asked.",
                    how="abort" if now else "after_job")
 

@@ -1,8 +1,10 @@
 """``spacrq queue …``: bad input is one sentence and exit 2, and nothing is overwritten."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -276,6 +278,37 @@ def test_run_detach_returns_at_once_and_the_runner_finishes_alone(qfile, capsys)
     queue = load_queue(qfile)
     assert queue.jobs[0].status == "success" and queue.on_error == "stop"
     assert "hi" in Path(queue.jobs[0].log_path).read_text()
+
+
+def test_an_abort_that_cannot_be_written_down_reaches_the_runner_as_a_signal(tmp_path,
+                                                                           capsys):
+    """On a full disk (here: a folder where the request goes) ``control.json`` cannot be
+    replaced, so no request reaches the runner: a stop says what to do, in one sentence,
+    and an abort is sent as the SIGTERM the runner takes as one; the job ends not_run."""
+    import re
+    from spacrq.queue.runner import runner_state
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "long", "--", "sleep",
+                 "60"]) == 0
+    assert main(["queue", "run", str(path), "--detach"]) == 0
+    pid = int(re.search(r"process (\d+)", capsys.readouterr().out).group(1))
+    try:
+        wait_until(lambda: load_queue(path).jobs[0].status == "running", timeout=30,
+                   what="the job to run")
+        (logs_dir(path) / "control.json").unlink(missing_ok=True)
+        (logs_dir(path) / "control.json").mkdir()
+        _bad(capsys, ["queue", "stop", str(path)], "or abort the running job with --now")
+        assert main(["queue", "stop", str(path), "--now"]) == 0
+        out = capsys.readouterr().out
+        assert f"so process {pid} was sent SIGTERM, which aborts the running job" in out
+    except BaseException:
+        with contextlib.suppress(OSError):  # (a failed test leaves no runner behind)
+            os.kill(pid, signal.SIGTERM)
+        raise
+    finally:
+        reap(pid)
+    assert load_queue(path).jobs[0].status == "not_run"
+    assert runner_state(path)["state"] == "aborted"
 
 
 def test_run_with_notify_stores_the_argument_list_and_runs_it_once(qfile, capsys, tmp_path):

@@ -99,10 +99,7 @@ def _namespaces_work() -> str:
         f"cannot mount a tmpfs in a namespace here ({probe.stdout.strip() or probe.stderr})"
 
 
-def test_a_night_on_a_disk_that_fills_up_runs_no_job_twice(tmp_path):
-    """A job fills the queue's disk; the 14 jobs after it run, their ends saved nowhere but in
-    the room the journal and the exit record kept. In the morning space is freed and the
-    queue resumed: nothing runs again, and the file shows every job's end."""
+def _night_on_a_full_disk(tmp_path, *more: str) -> tuple[str, str, list[str], dict]:
     why_not = _namespaces_work()
     if why_not:
         pytest.skip(why_not)
@@ -111,12 +108,60 @@ def test_a_night_on_a_disk_that_fills_up_runs_no_job_twice(tmp_path):
     outside.mkdir()
     driver = Path(__file__).with_name("fulldisk_night.py")
     subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable,
-                    str(driver), str(disk), str(outside), "14"], check=True, timeout=300)
-    run, resume = (outside / "run.txt").read_text(), (outside / "resume.txt").read_text()
+                    str(driver), str(disk), str(outside), "14", *more], check=True, timeout=300)
+    return ((outside / "run.txt").read_text(), (outside / "resume.txt").read_text(),
+            (outside / "ran").read_text().split(),
+            json.loads((outside / "night.queue.json").read_text()))
+
+
+def test_a_night_on_a_disk_that_fills_up_runs_no_job_twice(tmp_path):
+    """A job fills the queue's disk; the 14 jobs after it run, their ends saved nowhere but in
+    the room the journal and the exit record kept. In the morning space is freed and the
+    queue resumed: nothing runs again, and the file shows every job's end."""
+    run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path)
     assert "No space left on device" in run, run  # the disk did fill up
-    ran = (outside / "ran").read_text().split()
     assert sorted(ran) == sorted(f"j{n}" for n in range(14)), (ran, resume)  # each once
     assert "every transition since is in its journal" in run, run
     assert "nothing left to run" in resume, resume
-    on_disk = json.loads((outside / "night.queue.json").read_text())  # the file alone
+    assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15  # the file alone
+
+
+def test_where_no_room_can_be_kept_the_runner_waits_for_space_to_save(tmp_path):
+    """The same night where the records keep no room (a filesystem that cannot allocate
+    ahead): the ends of the jobs after the filler are only in the runner's memory, so it
+    does not exit but waits, saying so; space is freed meanwhile, it saves, and the resume
+    runs nothing again."""
+    run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path, "--no-room")
+    assert "the runner keeps trying" in run and "the final state was saved after" in run, run
+    assert sorted(ran) == sorted(f"j{n}" for n in range(14)), (ran, resume)
+    assert "nothing left to run" in resume, resume
     assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15
+
+
+@linux
+def test_a_run_leaves_room_past_the_exit_record_and_none_past_the_journal(tmp_path):
+    """The exit record's room is kept for the next night's lines (never cut back: a keeper
+    of an earlier run may be appending); the journal's is given back; neither file's size
+    counts it, so a reader sees only lines."""
+    from spacrq.queue import run_queue
+    from spacrq.queue.supervise import EXIT_RECORD
+    queue = Queue(name="night")
+    for n in range(3):
+        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    assert run_queue(queue, path).ok
+    record = path.parent / "night_logs" / EXIT_RECORD
+    lines = record.read_bytes()
+    assert len([line for line in lines.splitlines() if line.strip()]) == 6  # start, end × 3
+    fd = os.open(record, os.O_RDONLY)
+    try:
+        assert kept_bytes(fd) >= room_for(3, EXIT_RECORD_ROOM) - 4096
+        assert os.fstat(fd).st_size == len(lines)
+    finally:
+        os.close(fd)
+    fd = os.open(journal_path(path), os.O_RDONLY)
+    try:
+        assert kept_bytes(fd) < 8192
+    finally:
+        os.close(fd)

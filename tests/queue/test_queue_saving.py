@@ -499,3 +499,92 @@ def test_a_record_that_keeps_failing_is_said_once_and_its_return_with_the_count(
     record.mkdir()  # (another reason: said again)
     supervise._record(str(record), {"job": "a", "key": "7"}, False)
     assert f"could not write {record}: [Errno 21] Is a directory" in capfd.readouterr().err
+
+
+def _nowhere_to_save(monkeypatch, path, full):
+    """A disk where no room could be kept: while ``full["on"]``, neither the queue file nor
+    a rescue copy can be replaced and the journal takes no line (the jobs' own files and
+    control.json still can: the jobs go on, and an abort reaches the runner)."""
+    from spacrq.queue import engine
+    monkeypatch.setattr(engine, "SAVE_RETRY_SECONDS", (0.01, 0.02))
+    real_replace, real_write = os.replace, os.write
+    journal, files = str(store.journal_path(path)), {path, logs_dir(path) / f"{path.name}.unsaved.json"}
+
+    def replace(source, target, *args, **kw):
+        if full["on"] and Path(target) in files:
+            full["tries"] = full.get("tries", 0) + 1
+            if full.get("hook"):
+                full["hook"](full["tries"])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(source, target, *args, **kw)
+
+    def write(fd, data):
+        if full["on"]:
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                target = ""
+            if target == journal:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_a_final_state_that_can_be_saved_nowhere_is_tried_again_until_it_can(
+        tmp_path, monkeypatch, capfd):
+    """The detached runner's way: it does not exit with the night's ends in memory only (a
+    resume would run them all again) but keeps trying, and once the disk has room the file
+    shows every job's end, and the runner says how many tries it took."""
+    queue, path = _queue(tmp_path, n=4)
+    full = {"on": False}
+    full["hook"] = lambda tries: full.update(on=tries < 12)  # room again after 12 failed tries
+    _nowhere_to_save(monkeypatch, path, full)
+    result = run_queue(queue, path, wait_to_save=True, runner=ok_runner(
+        lambda job: full.update(on=True) if job.id == "j1" else None))
+    monkeypatch.undo()
+    assert [j.status for j in queue.jobs] == ["success"] * 4, [j.error for j in queue.jobs]
+    assert not result.save_problem and full["tries"] >= 12
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 4
+    err = capfd.readouterr().err
+    assert "the runner keeps trying" in err and "the final state was saved after " in err
+    assert any("everything was saved since" in n for n in result.notes)
+
+
+def test_a_runner_waiting_to_save_gives_up_when_asked_to_abort_from_then_on(
+        tmp_path, monkeypatch, capfd):
+    """An abort asked while it waits (the operator gave up on the disk) ends the wait: the
+    summary says the state is in it only. An abort asked before — the night was aborted —
+    does not: the ends recorded so far are still worth saving."""
+    from spacrq.runfiles import ask
+    queue, path = _queue(tmp_path, n=3)
+    ask(logs_dir(path), stop="abort")  # (asked before the queue ends: the night is aborted)
+    full = {"on": True}
+    full["hook"] = lambda tries: ask(logs_dir(path), stop="abort") if tries == 8 else None
+    from spacrq.queue.control import Control
+    control = Control(logs_dir(path))
+    _nowhere_to_save(monkeypatch, path, full)
+    result = run_queue(queue, path, wait_to_save=True, runner=ok_runner(), control=control)
+    monkeypatch.undo()
+    assert full["tries"] >= 8 and result.save_problem  # waited, past the first abort
+    assert "the final state is only in this summary" in result.save_problem
+    assert "asked to abort, so the final state was not saved" in capfd.readouterr().err
+
+
+def test_a_signalled_runner_does_not_wait_to_save(tmp_path, monkeypatch, capfd):
+    """A shutdown's SIGTERM: no time to wait; the runner ends at once, saying where it stands."""
+    from spacrq.queue.control import ABORT, Control
+    queue, path = _queue(tmp_path, n=2)
+    control = Control(logs_dir(path))
+    full = {"on": True}
+    _nowhere_to_save(monkeypatch, path, full)
+
+    def signalled(job):
+        control.signalled = ABORT
+
+    result = run_queue(queue, path, wait_to_save=True, control=control,
+                       runner=ok_runner(signalled))
+    monkeypatch.undo()
+    assert result.save_problem and "only in this summary" in result.save_problem
+    assert "keeps trying" not in capfd.readouterr().err

@@ -469,6 +469,42 @@ def test_stop_writes_the_request_and_an_unknown_action_is_invalid(tmp_path):
     assert answer.code is Code.INVALID
 
 
+def test_the_panes_abort_reaches_a_runner_whose_request_file_cannot_be_written(tmp_path):
+    """A full disk (here: a folder where the request goes): the pane's Stop says it was not
+    sent and that Abort still reaches the runner; Abort is sent as a signal, and the job
+    ends not_run."""
+    import signal
+    from spacrq.queue.runner import start_runner
+    from spacrq.queue.store import load_queue
+    from waiting import reap
+    path = tmp_path / "night.queue.json"
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="long", settings={"argv": ["sleep", "60"]}))
+    save_queue(queue, path)
+    ref = start_runner(path)
+    try:
+        wait_until(lambda: load_queue(path).jobs[0].status == "running", timeout=30,
+                   what="the job to run")
+        (logs_dir(path) / "control.json").unlink(missing_ok=True)
+        (logs_dir(path) / "control.json").mkdir()
+        watch, view = _watching(path), {"path": str(path)}
+        _snap, answer = _asked(watch, view, 1, "stop", now=False)
+        assert answer.code is Code.FAILED and answer.message.startswith("Stop not sent: ")
+        assert answer.message.endswith("; Abort still reaches the runner (as a signal)")
+        _snap, answer = _asked(watch, view, 2, "stop", now=True)
+        assert answer.code is Code.DONE and answer.data["how"] == "abort"
+        assert answer.message.startswith(f"Abort sent as a signal to process {ref.pid} ")
+    except BaseException:
+        try:
+            os.kill(ref.pid, signal.SIGTERM)  # (a failed test leaves no runner behind)
+        except OSError:
+            pass
+        raise
+    finally:
+        reap(ref.pid)
+    assert load_queue(path).jobs[0].status == "not_run"
+
+
 def test_an_action_that_raises_is_a_failed_outcome_and_the_watch_goes_on(tmp_path, monkeypatch):
     import spacrq.queue.watch as watch_module
 
