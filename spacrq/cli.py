@@ -130,7 +130,9 @@ def command() -> int:
     :func:`main` on this process's arguments, as the one process that may replace itself
     (a foreground ``queue run`` becomes its runner's keeper, see
     :mod:`spacrq.queue.keeper`); a test or a script calling :func:`main` never is."""
+    from spacrq import steadylog
     from spacrq.queue import keeper
+    steadylog.install()  # (output into a log file on a disk that fills never ends the command)
     keeper.MAY_KEEP = True
     return main()
 

@@ -746,8 +746,9 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
         tries += 1
         added = writer.finish(release_lock, take_more)
         if added or not writer.problem:
-            print(f"spacrq: the final state was saved after {tries} more tries; nothing was "
-                  "lost", file=sys.stderr, flush=True)
+            print(f"spacrq: the final state was saved after {tries} more "
+                  f"{'try' if tries == 1 else 'tries'}; nothing was lost", file=sys.stderr,
+                  flush=True)
             return added
         delay = min(delay * 2, longest)
 

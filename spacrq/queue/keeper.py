@@ -541,6 +541,8 @@ def keep(runner: int, logs: str, since: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from spacrq import steadylog
+    steadylog.install()  # (its stderr is the runner's log: a full disk never ends it)
     args = list(sys.argv[1:] if argv is None else argv)
     logs, tell, runner_argv = "", -1, []
     while args:

@@ -522,6 +522,8 @@ def _requests(stream):
 
 
 def main() -> int:
+    from spacrq import steadylog
+    steadylog.install()  # (its stderr is the runner's log: a full disk never ends it)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when a job stops
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     parent = os.getppid()

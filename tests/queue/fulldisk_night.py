@@ -1,15 +1,22 @@
 """A night on a disk that fills up, for test_queue_room (run as root of its own namespaces).
 
-``python fulldisk_night.py DISK OUTSIDE JOBS [--no-room]``: mounts a 1 MiB
+``python fulldisk_night.py DISK OUTSIDE JOBS [--detached]``: mounts a 1 MiB
 tmpfs on DISK, runs a queue there whose first job fills it and whose JOBS
-next jobs each append their id to OUTSIDE/ran (on a disk with room), frees
+next jobs run on the full disk, each job appending its id to OUTSIDE/ran (on
+a disk with room) so that the test sees how often each ran, frees
 the space in the morning, runs ``spacrq queue resume``, and leaves in
 OUTSIDE what the test reads: both commands' output and the queue file as the
-resume left it (the tmpfs goes with this process).  With ``--no-room`` the
-records keep no room (as on a filesystem that cannot allocate ahead) and the
-disk is full before the night starts (so that no write there succeeds, whose
-freed blocks a line could take): the runner cannot save its final state
-anywhere and waits, and the space is freed once it says so, while it waits.
+resume left it (the tmpfs goes with this process).
+
+With ``--detached`` the night is the pane's: ``queue run --detach``, the
+runner's log in the logs folder on that disk, which is full before the night
+starts, and the records keep no room (``SPACRQ_QUEUE_ROOM=0``, as on a
+filesystem that cannot allocate ahead): nothing the runner writes there
+succeeds, so it cannot save its final state anywhere and waits.  Once every
+job has run, the space is freed while it waits; its log is copied out
+(``runner.log``) when it has ended.  ``--logged`` is the same night run as
+cron would, ``queue run`` with its output into a log on that disk.  Both
+copy OUTSIDE/ran to OUTSIDE/ran.night once the runner has ended.
 """
 from __future__ import annotations
 
@@ -21,41 +28,68 @@ import sys
 import time
 from pathlib import Path
 
+from spacrq.queue.locks import runner_holds
+
+
+def _until(condition, what: str, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"fulldisk_night: {what} did not happen in {seconds:.0f} s")
+        time.sleep(0.05)
+
 
 def main() -> int:
     disk, outside, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-    no_room = "--no-room" in sys.argv
+    detached = "--detached" in sys.argv or "--logged" in sys.argv
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
     fill = disk / "fill"
     filler = ("import sys\nf = open(sys.argv[1], 'wb')\ntry:\n    while True:\n"
-              "        f.write(b'x' * 65536)\n        f.flush()\nexcept OSError:\n    pass\n")
-    night = [{"id": "fill", "module": "command",
-              "settings": {"argv": [sys.executable, "-c", filler, str(fill)]}}]
+              "        f.write(b'x' * 4096)\n        f.flush()\nexcept OSError:\n    pass\n")
+    ran = outside / "ran"
+    night = [{"id": "fill", "module": "command", "settings": {"argv": [
+        sys.executable, "-c", f"import sys\nopen(sys.argv[2], 'a').write('fill\\n')\n{filler}",
+        str(fill), str(ran)]}}]
     night += [{"id": f"j{n}", "module": "command",
-               "settings": {"argv": ["sh", "-c", f'echo j{n} >> "$0"', str(outside / "ran")]}}
+               "settings": {"argv": ["sh", "-c", f'echo j{n} >> "$0"', str(ran)]}}
               for n in range(jobs)]
     queue = disk / "night.queue.json"
     queue.write_text(json.dumps({"name": "night", "jobs": night}))
-    prefill = disk / "prefill"
-    if no_room:
-        subprocess.run([sys.executable, "-c", filler, str(prefill)], check=True)
+    logs = disk / "night_logs"
     spacrq = [sys.executable, "-m", "spacrq", "queue"]
-    env = dict(os.environ, SPACRQ_QUEUE_ROOM="0") if no_room else None
-    err = outside / "run.err"
-    with open(err, "wb") as stderr:
-        runner = subprocess.Popen(spacrq + ["run", str(queue)], stdout=subprocess.PIPE,
-                                  stderr=stderr, env=env)
-        if no_room:
-            deadline = time.monotonic() + 120
-            while b"keeps trying" not in err.read_bytes() and runner.poll() is None \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
-            prefill.unlink(missing_ok=True)  # the operator frees space while the runner waits
-        out, _ = runner.communicate(timeout=120)
-    (outside / "run.txt").write_text(f"exit {runner.returncode}\n{out.decode()}\n"
-                                     f"{err.read_text()}")
-    fill.unlink(missing_ok=True)  # (else in the morning)
-    prefill.unlink(missing_ok=True)
+    prefill = disk / "prefill"
+    if detached:
+        logs.mkdir()
+        subprocess.run([sys.executable, "-c", filler, str(prefill)], check=True)
+        env = dict(os.environ, SPACRQ_QUEUE_ROOM="0")
+        if "--logged" in sys.argv:  # (the log is on the full disk from its first line)
+            with open(logs / "runner.log", "wb") as log:
+                cron = subprocess.Popen(spacrq + ["run", str(queue)], stdout=log,
+                                        stderr=subprocess.STDOUT, env=env)
+            _until(lambda: runner_holds(logs) or cron.poll() is not None, "the runner's start")
+            (outside / "run.txt").write_text("")
+        else:
+            started = subprocess.run(spacrq + ["run", "--detach", str(queue)],
+                                     capture_output=True, text=True, timeout=60, env=env)
+            (outside / "run.txt").write_text(f"exit {started.returncode}\n{started.stdout}\n"
+                                             f"{started.stderr}")
+        began = time.monotonic()
+        _until(lambda: (ran.exists() and len(ran.read_text().split()) > jobs)
+               or (time.monotonic() - began > 10 and not runner_holds(logs)),  # (it died)
+               "every job's run")
+        prefill.unlink()  # the operator frees space while the runner waits
+        _until(lambda: not runner_holds(logs), "the runner's end")
+        if "--logged" in sys.argv:
+            cron.wait(timeout=60)
+            (outside / "run.txt").write_text(f"exit {cron.returncode}\n")
+        shutil.copy(logs / "runner.log", outside / "runner.log")
+        shutil.copy(ran, outside / "ran.night")
+    else:
+        done = subprocess.run(spacrq + ["run", str(queue)], capture_output=True, text=True,
+                              timeout=120)
+        (outside / "run.txt").write_text(f"exit {done.returncode}\n{done.stdout}\n"
+                                         f"{done.stderr}")
+    fill.unlink(missing_ok=True)  # the operator frees space in the morning
     done = subprocess.run(spacrq + ["resume", str(queue)], capture_output=True, text=True,
                           timeout=120)
     (outside / "resume.txt").write_text(f"exit {done.returncode}\n{done.stdout}\n{done.stderr}")

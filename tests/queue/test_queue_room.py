@@ -120,21 +120,31 @@ def test_a_night_on_a_disk_that_fills_up_runs_no_job_twice(tmp_path):
     queue resumed: nothing runs again, and the file shows every job's end."""
     run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path)
     assert "No space left on device" in run, run  # the disk did fill up
-    assert sorted(ran) == sorted(f"j{n}" for n in range(14)), (ran, resume)  # each once
+    assert sorted(ran) == sorted(["fill"] + [f"j{n}" for n in range(14)]), (ran, resume)  # each once
     assert "every transition since is in its journal" in run, run
     assert "nothing left to run" in resume, resume
     assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15  # the file alone
 
 
-def test_where_no_room_can_be_kept_the_runner_waits_for_space_to_save(tmp_path):
-    """The same night where the records keep no room (a filesystem that cannot allocate
-    ahead): the ends of the jobs after the filler are only in the runner's memory, so it
-    does not exit but waits, saying so; space is freed meanwhile, it saves, and the resume
-    runs nothing again."""
-    run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path, "--no-room")
-    assert "the runner keeps trying" in run and "the final state was saved after" in run, run
-    assert sorted(ran) == sorted(f"j{n}" for n in range(14)), (ran, resume)
-    assert "nothing left to run" in resume, resume
+@pytest.mark.parametrize("how", ["--detached", "--logged"])
+def test_a_runner_logging_to_a_disk_full_from_the_start_runs_the_night_and_waits_to_save(
+        tmp_path, how):
+    """The pane's night (``--detached``) and cron's (``--logged``: ``queue run`` with its
+    output into a log) on a disk full before it starts, where the records keep no room (a
+    filesystem that cannot allocate ahead). The runner's own log is on that disk, so every
+    line it writes is refused: the cron runner died of the first (an OSError from print)
+    before any job ran. Now every job runs, their ends only in the runner's memory, so it
+    waits; space is freed meanwhile, it saves, its log says how many lines it could not
+    write, and the resume runs nothing again."""
+    run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path, how)
+    outside = tmp_path / "outside"
+    log = (outside / "runner.log").read_text()
+    every = sorted(["fill"] + [f"j{n}" for n in range(14)])
+    assert sorted((outside / "ran.night").read_text().split()) == every, (run, log)
+    assert run.startswith("exit 0"), run
+    assert " line(s) of this log could not be written, from " in log, log
+    assert "the final state was saved after " in log, log
+    assert sorted(ran) == every and "nothing left to run" in resume, resume
     assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15
 
 
