@@ -36,6 +36,7 @@ Nothing here imports Qt; the GUI's pollers call the same functions.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -49,10 +50,14 @@ from typing import Any, Iterator, Mapping
 
 import orjson
 
+from spacrq.rawio import write_all
+
 __all__ = [
     "read_regular",
     "still_named",
     "remove_stale_temps",
+    "write_all",
+    "write_fix",
     "CONTROL_FILE",
     "PROGRESS_FILE",
     "RunFileError",
@@ -299,6 +304,16 @@ def dumps(document: Any, *, indent: int | None = None) -> str:
                           allow_nan=False, separators=separators)
 
 
+def write_fix(exc: BaseException) -> str:
+    """What to do about a write that failed with ``exc``, in a few words."""
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space on its disk"
+    if code == errno.EROFS:
+        return "its disk is mounted read-only: remount it writable"
+    return "check that the folder exists and is writable"
+
+
 def _fsync_dir(directory: Path) -> None:
     """Make a rename durable: fsync the directory entry (POSIX only)."""
     if os.name != "posix":
@@ -519,26 +534,11 @@ def _append(path: str | os.PathLike, data: bytes, *, durable: bool, fresh_line: 
         size = os.fstat(fd).st_size
         if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        _write_all(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte of ``data`` or raise: a short write on a full disk is not a write.
-
-    ``os.write`` may take only part of the bytes (a nearly full disk, a
-    signal); ignoring what it returns would lose the rest of the line silently.
-    A write that takes nothing raises ``ENOSPC`` like the disk would.
-    """
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:
-            raise OSError(28, "No space left on device")
-        view = view[written:]
 
 
 def remove_stale_temps(target: str | os.PathLike, older_than: float = 0.0) -> int:
@@ -798,8 +798,7 @@ def ask(run_dir: str | os.PathLike, name: str = CONTROL_FILE, **changes: Any) ->
         write_json(refuse_link(run_dir) / name, doc)
     except OSError as exc:
         raise RunFileError(
-            f"could not write {Path(run_dir) / name}: {exc.strerror or exc}; "
-            "check that the folder exists and is writable"
+            f"could not write {Path(run_dir) / name}: {exc.strerror or exc}; {write_fix(exc)}"
         ) from None
     return doc
 

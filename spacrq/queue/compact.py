@@ -37,6 +37,7 @@ import orjson
 
 from spacrq.queue.keeper import raw_lines, valid_pid
 from spacrq.queue.supervise import EXIT_RECORD, open_append
+from spacrq.rawio import write_all
 from spacrq.runfiles import remove_stale_temps, write_bytes
 
 #: A record smaller than this is never rewritten (reading it whole costs a few ms).
@@ -196,7 +197,7 @@ def compact_exit_record(logs: str | os.PathLike, jobs: Iterable, *,
             try:
                 fd = open_append(str(record))
                 try:
-                    os.write(fd, b"\n" + late)
+                    write_all(fd, b"\n" + late)
                     os.fsync(fd)
                 finally:
                     os.close(fd)

@@ -62,6 +62,9 @@ INTERRUPTED = "interrupted by the user"
 #: Seconds between a runner's tries at saving a final state that nothing on disk holds:
 #: the first wait, doubled after each try up to the last (see _wait_to_save).
 SAVE_RETRY_SECONDS = (1.0, 30.0)
+#: The exit record's room is kept again from its end after this many attempts (a fraction
+#: of what the room holds: see spacrq.queue.room).
+EXIT_ROOM_EVERY = 16
 _UNSET: Any = object()
 __all__ = ["run_queue", "CANCELLED", "INTERRUPTED", "CHECKPOINT_SECONDS", "CHECKPOINT_MIN_LINES"]
 
@@ -155,6 +158,8 @@ class _Run:
         self._at = 0  # the place (1-based) of the job at hand
         self._ahead: _Ahead | None = None  # the next job, prepared while this one runs
         self._checked_plan: _Ahead | None = None  # …and checked just before its claim
+        self.exit_room = 0  # the room kept past the exit record's end (see _exit_record_room)
+        self._attempts = self._room_at = 0  # attempts started; …when the room was last kept
 
     # -- persistence -----------------------------------------------------------
     def persist(self, job: Job, *fields: str, sync: bool = False) -> None:
@@ -205,6 +210,9 @@ class _Run:
         if self.writer is not None:
             self.writer.sync()  # the fsync of its "running" (and the last job's end) overlaps it
             self.writer.prepare()  # once the job was sent, not before it starts
+        if self.exit_room and self._attempts - self._room_at >= EXIT_ROOM_EVERY:
+            self._room_at = self._attempts  # (kept again from its end, while the job runs)
+            _exit_record_room(self.log_root, self.exit_room)
         self._look_ahead()
 
     def _look_ahead(self) -> None:
@@ -426,6 +434,7 @@ class _Run:
             if self.injected is not None:
                 ready()
                 return int(self.injected(job, settings_path, job.log_path)), "", ""
+            self._attempts += 1
             return self.processes.run(job, spec, settings, settings_path, job.log_path,
                                       before=before, folders=folders, ready=ready,
                                       plan=plan), "", ""
@@ -832,7 +841,7 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
     if path and compact.outgrown(log_root, len(queue.jobs)) and log_root == logs_dir(path):
         # (only the queue's own logs folder: its runner lock is the one every runner takes)
         _keep_record_small(log_root, queue, locked=release_lock is not None)
-    room = room_for(len(queue.jobs), EXIT_RECORD_ROOM) if runner is None else 0
+    room = room_for(queue.jobs, EXIT_RECORD_ROOM, str(log_root)) if runner is None else 0
     if room:  # (jobs run by the supervisor, which appends to the exit record)
         _exit_record_room(log_root, room)
     control = control or Control(logs_dir(path) if path else None, report=_report)
@@ -840,6 +849,7 @@ def run_queue(queue: Queue, path: str | os.PathLike | None = None, *,
     result = QueueResult(queue=queue, log_dir=str(log_root), started=now_iso(), path=path or "")
     run = _Run(queue, path, log_root, runner, control, on_progress, stop_flag, durable, heartbeat,
                modules, persistence, loaded_key, supervisor)
+    run.exit_room = room
     try:
         if run.writer is not None:
             run.writer.start()

@@ -20,6 +20,7 @@ from spacrq.queue.layout import JOURNAL_FILE, journal_path, legacy_logs_dir, log
 from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError, lost_runs_ok
 from spacrq.queue.render import write_queue_file
 from spacrq.queue.room import give_back_room, keep_room
+from spacrq.rawio import write_all
 from spacrq.runfiles import JsonlTail, RunFileError, loads, still_named
 
 def _is_int(value: Any) -> bool:
@@ -229,11 +230,11 @@ class Journal:
     empties the journal.  Appends raise OSError (the runner's writer turns
     that into a note, never a crash).
 
-    ``room`` bytes are allocated past the journal's end when it is opened and
-    each time it is emptied (see :mod:`spacrq.queue.room`): its appends do not
-    need a new block, so a disk that fills in the night cannot refuse them;
-    :meth:`close` gives back what was not used.  ``room_problem`` says why
-    none could be kept.
+    ``room`` bytes are allocated past the journal's end when it is opened,
+    each time it is emptied and once half of it was written (see
+    :mod:`spacrq.queue.room`): its appends do not need a new block, so a disk
+    that fills in the night cannot refuse them; :meth:`close` gives back what
+    was not used.  ``room_problem`` says why (all of) it could not be kept.
     """
 
     def __init__(self, queue: Queue, path: str | os.PathLike, *, durable: bool = True,
@@ -244,13 +245,17 @@ class Journal:
         self.file.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.seq = max(queue.journal_seq, last_journal_seq(path))
-        self._fd = open_journal_file(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._fd = open_journal_file(self.file, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         self._unsynced = False
         self._syncer: _Syncer | None = None  # the thread of flush_behind, once used
-        self._fresh = os.fstat(self._fd).st_size == 0  # its first line says whose it is
+        size = os.fstat(self._fd).st_size
+        self._fresh = size == 0  # its first line says whose it is
+        # (a line torn by a full disk or a crash must not swallow the next: a fresh line)
+        self._torn = bool(size) and os.pread(self._fd, 1, size - 1) != b"\n"
         self.checkpoint_problem = ""  # why the last checkpoint could not be kept, if so
         self.room = room
         self.room_problem = keep_room(self._fd, room) if room else ""
+        self._since_room = 0  # bytes written since the room was last kept
 
     def _append(self, record: dict, sync: bool = True) -> None:
         self.seq += 1
@@ -259,8 +264,19 @@ class Journal:
         if self._fresh:  # an empty journal's first line says whose transitions follow
             line = orjson.dumps(header_of(self.queue)) + b"\n" + line
         self.queue.journal_seq = self.seq
-        os.write(self._fd, line)
+        if self._torn:
+            line = b"\n" + line
+        try:
+            write_all(self._fd, line)  # (a short write — the room used up — is no write)
+        except OSError:
+            self._torn = True  # (part of it may be there)
+            raise
+        self._torn = False
         self._fresh = False
+        self._since_room += len(line)
+        if self.room and self._since_room >= self.room // 2:  # (kept again from the end)
+            self._since_room = 0
+            self.room_problem = keep_room(self._fd, self.room)
         self._unsynced = True
         if sync:
             self.flush()
@@ -324,7 +340,9 @@ class Journal:
         os.ftruncate(self._fd, 0)  # (which frees the room kept too: it is kept again)
         self._unsynced = False
         self._fresh = True
+        self._torn = False
         if self.room:
+            self._since_room = 0
             self.room_problem = keep_room(self._fd, self.room)
 
     def close(self) -> None:

@@ -46,6 +46,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
+from spacrq.rawio import write_all
+
 #: the runner's environment names its keeper (a runner whose parent it is not is not kept)
 KEEPER_ENV = "SPACRQ_QUEUE_KEEPER"
 EXIT_RECORD = "exits.jsonl"  # (as spacrq.queue.supervise names it; a test holds them equal)
@@ -294,7 +296,7 @@ def _append_line(record: str, line: dict) -> None:
     """One line at the end of an exit record, durably (nobody else will write it)."""
     fd = _open_append(record)
     try:
-        os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
+        write_all(fd, b"\n" + json.dumps(line).encode() + b"\n")
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -372,7 +374,7 @@ def _log_note(record: str, start: dict, text: str) -> None:
     try:
         fd = _open_append(log)
         try:
-            os.write(fd, text.encode())
+            write_all(fd, text.encode())
         finally:
             os.close(fd)
     except OSError:

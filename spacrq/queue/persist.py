@@ -47,7 +47,7 @@ from spacrq.queue.locks import HeldEditLock, linked_logs, refuse_linked_logs
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
-from spacrq.queue.room import room_for
+from spacrq.queue.room import JOURNAL_ROOM, room_for
 from spacrq.queue.layout import JOURNAL_FILE, RUNNER_FILE
 from spacrq.queue.store import (DIRECT_MAX_BYTES, DIRECT_MAX_JOBS, Journal, file_key,
                                 last_journal_seq, logs_dir, read_queue_document,
@@ -111,6 +111,7 @@ class QueueWriter:
         self._held = False  # the edit lock kept from a claim to the job's start (see claim)
         self._taken_in = False  # the file was changed by another writer since the last checkpoint
         self._checkpoint_said = ""  # why no checkpoint could be kept, once said
+        self._room_said = ""  # why the journal's room could not be kept, once said
         # (both modes make each transition durable with one journal line)
         self._journal_whole = self._open_journal()
 
@@ -120,15 +121,25 @@ class QueueWriter:
         try:
             refuse_linked_logs(logs_dir(self.path))
             self.journal = Journal(self.queue, self.path, durable=self.durable,
-                                   room=room_for(len(self.queue.jobs)))
+                                   room=self._room())
         except (OSError, QueueError) as exc:
             self._failed(exc, "open the journal")
             return False
-        if self.journal.room_problem:
-            print(f"spacrq: no room could be kept for the journal {self.journal.file} "
-                  f"({self.journal.room_problem}), so a disk that fills up in the night may "
-                  "refuse its lines too", file=sys.stderr, flush=True)
+        self._note_room()
         return True
+
+    def _room(self) -> int:
+        return room_for(self.queue.jobs, JOURNAL_ROOM, str(logs_dir(self.path)))
+
+    def _note_room(self) -> None:
+        """Say when the journal's room could not be kept (all of it), once per reason."""
+        problem = self.journal.room_problem if self.journal is not None else ""
+        if problem != self._room_said:
+            self._room_said = problem
+            if problem:
+                print(f"spacrq: room could not be kept for the journal {self.journal.file}: "
+                      f"{problem}, so a disk that fills up in the night may refuse its lines "
+                      "too", file=sys.stderr, flush=True)
 
     # -- what the engine calls ------------------------------------------------------
     def touch(self, job: Job, fields: Iterable[str], sync: bool = False) -> None:
@@ -138,6 +149,8 @@ class QueueWriter:
             try:
                 self.journal.job(job, list(fields), sync=sync)
                 self._lines += 1
+                if self.journal.room_problem != self._room_said:
+                    self._note_room()
             except OSError as exc:
                 self._failed(exc, "append to the journal")
                 self._journal_whole = False
@@ -232,6 +245,7 @@ class QueueWriter:
             self._taken_in = False
             self._journal_whole = True
             self._note_checkpoint()
+            self._note_room()
             self._outgrown(sum(map(len, parts)))
         elif self.journal is not None:  # current for every reader; durable through the journal
             self.queue.journal_seq = self.journal.seq
@@ -527,7 +541,7 @@ class QueueWriter:
         added = [job for job in other.jobs if job.id and job.id not in mine]
         self.queue.jobs.extend(added)
         if added and self.journal is not None:  # (its room, kept again at each checkpoint)
-            self.journal.room = room_for(len(self.queue.jobs))
+            self.journal.room = self._room()
         for job in added:
             print(f"spacrq: job {job.id} was added while the queue runs; it runs after the "
                   "jobs already queued", file=sys.stderr, flush=True)

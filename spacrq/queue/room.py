@@ -25,25 +25,43 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from typing import Any
 
-#: Room per job of the queue, and its bounds, for each record: a job's transitions take
-#: about 550 bytes of journal and its attempt about 330 bytes of exit record (a night of
-#: 40 no-op jobs), so the room holds four and three times that — retries, notes, long ids.
-JOURNAL_ROOM = (2048, 256 * 1024, 16 * 1024 * 1024)
-EXIT_RECORD_ROOM = (1024, 64 * 1024, 8 * 1024 * 1024)
+#: Room per attempt of a job, and its bounds, for each record: an attempt's transitions take
+#: about 550 bytes of journal and 330 of exit record (a night of 40 no-op jobs with short
+#: paths), and each carries the job's paths (its log, its working folder) two or three
+#: times; the room holds about four times that.  Each record's room is kept again from its
+#: end once half of it was written (see Journal and engine), so it lasts as long as the disk
+#: has room, and what is left when the disk fills is at least half of it.
+JOURNAL_ROOM = (2048, 256 * 1024, 64 * 1024 * 1024)
+EXIT_RECORD_ROOM = (1024, 64 * 1024, 32 * 1024 * 1024)
+#: The least room worth keeping when the whole of it cannot be (a nearly full disk).
+LEAST_ROOM = 16 * 1024
 
 _KEEP_SIZE = 0x01   # FALLOC_FL_KEEP_SIZE
 _PUNCH_HOLE = 0x02  # FALLOC_FL_PUNCH_HOLE
 _fallocate = None   # libc's fallocate, once looked up (False: there is none)
 
 
-def room_for(jobs: int, kind: tuple[int, int, int] = JOURNAL_ROOM) -> int:
-    """The bytes of room a record of a queue of ``jobs`` jobs keeps (none with
-    ``SPACRQ_QUEUE_ROOM=0``: a disk where room cannot be kept, for the tests)."""
+def room_for(jobs: Any, kind: tuple[int, int, int] = JOURNAL_ROOM, folder: str = "") -> int:
+    """The bytes of room a record keeps for a queue's jobs (a count, or the jobs: then each
+    job's attempts — one, and its retries — and the length of its paths count): none with
+    ``SPACRQ_QUEUE_ROOM=0`` (a disk where room cannot be kept, for the tests)."""
     if os.environ.get("SPACRQ_QUEUE_ROOM", "").strip() == "0":
         return 0
-    per_job, least, most = kind
-    return max(least, min(most, per_job * max(0, int(jobs))))
+    per_attempt, least, most = kind
+    if isinstance(jobs, int):
+        return max(least, min(most, per_attempt * max(0, jobs)))
+    total, paths = 0, 3 * len(folder)
+    for job in jobs:
+        retries = getattr(job, "retries", 0)
+        attempts = 1 + (retries if isinstance(retries, int) and 0 < retries < 1000 else 0)
+        size = paths + 3 * (len(str(getattr(job, "id", ""))) + len(str(getattr(job, "cwd", "")
+                                                                         or "")))
+        total += attempts * (per_attempt + 4 * size)
+        if total >= most:
+            return most
+    return max(least, total)
 
 
 def _libc_fallocate():
@@ -77,13 +95,23 @@ def _call(fd: int, mode: int, offset: int, length: int) -> str:
 
 
 def keep_room(fd: int, nbytes: int) -> str:
-    """Allocate ``nbytes`` past the end of the open file ``fd`` (its size unchanged);
-    '' when done, else why not (never raises)."""
+    """Allocate ``nbytes`` past the end of the open file ``fd`` (its size unchanged); ''
+    when done, else why not (never raises).  On a disk too full for all of it, as much as
+    fits is kept, halving down to :data:`LEAST_ROOM` (a filesystem allocates all of a
+    request or none), and the reason says how much."""
     try:
         end = os.fstat(fd).st_size
     except OSError as exc:
         return exc.strerror or str(exc)
-    return _call(fd, _KEEP_SIZE, end, nbytes) if nbytes > 0 else ""
+    if nbytes <= 0:
+        return ""
+    problem = _call(fd, _KEEP_SIZE, end, nbytes)
+    want = nbytes
+    while problem == os.strerror(errno.ENOSPC) and want > LEAST_ROOM:
+        want //= 2
+        if not _call(fd, _KEEP_SIZE, end, want):
+            return f"only {want // 1024} of the {nbytes // 1024} KB wanted ({problem})"
+    return problem
 
 
 def give_back_room(fd: int, nbytes: int) -> None:

@@ -55,7 +55,7 @@ from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_l
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.model import Queue, QueueError
 from spacrq.queue.render import write_queue_file
-from spacrq.runfiles import RunFileError, file_stamp, loads
+from spacrq.runfiles import RunFileError, file_stamp, loads, write_fix
 
 __all__ = ["load_queue", "open_queue", "save_queue", "edit_queue", "read_queue_document",
            "file_key", "write_queue_file", "logs_dir", "legacy_logs_dir", "journal_path",
@@ -315,7 +315,7 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
         written = write_queue_file(queue, path)
     except (OSError, RunFileError) as exc:
         raise QueueError(f"could not write {path} ({getattr(exc, 'strerror', None) or exc}); "
-                         "check that the folder exists and is writable") from None
+                         f"{write_fix(exc)}") from None
     _checkpoint_superseded(path, queue)
     return written
 
@@ -384,7 +384,7 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
             except (OSError, RunFileError) as exc:
                 raise QueueError(f"could not write {path} "
                                  f"({getattr(exc, 'strerror', None) or exc}); nothing was "
-                                 "changed: check that the folder exists and is writable") from None
+                                 f"changed: {write_fix(exc)}") from None
             if lock.held():  # held from load to the end of the write: nobody overlapped
                 _checkpoint_superseded(path, queue)
                 return queue

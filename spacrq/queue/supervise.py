@@ -51,6 +51,8 @@ from typing import Any
 
 import orjson
 
+from spacrq.rawio import write_all
+
 # Deliberately not spacrq.runfiles: this process starts once per run and the
 # runner waits for it, so it imports only what it uses (orjson: the runner
 # waits on every message too).  Its appends follow the run-file rules all the
@@ -138,7 +140,7 @@ def _append(path: str, data: bytes, durable: bool = False) -> None:
     """One write at the end of ``path`` (a line torn by a crash is skipped by its reader)."""
     fd = open_append(path)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
     finally:
@@ -189,7 +191,7 @@ def _note(path: str, text: str, fd: int = -1) -> None:
         if fd < 0:
             _append(path, text.encode("utf-8", "replace"))
         else:
-            os.write(fd, text.encode("utf-8", "replace"))
+            write_all(fd, text.encode("utf-8", "replace"))
     except OSError as exc:
         _failed(path, exc)
         return
@@ -211,7 +213,7 @@ def _record(path: str, line: dict, durable: bool, fd: int = -1) -> None:
         if fd < 0:
             _append(path, data, durable)
         else:
-            os.write(fd, data)
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
     except OSError as exc:  # the runner still gets the answer on the pipe

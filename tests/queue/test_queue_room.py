@@ -1,6 +1,7 @@
 """A disk that fills up in the night: the records a resume trusts keep room for their lines."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -175,3 +176,120 @@ def test_a_run_leaves_room_past_the_exit_record_and_none_past_the_journal(tmp_pa
         assert kept_bytes(fd) < 8192
     finally:
         os.close(fd)
+
+
+def test_a_line_the_room_could_not_hold_whole_is_no_line_and_never_swallows_the_next(
+        tmp_path, monkeypatch):
+    """The room ran out inside a line: ``os.write`` took part of it. That was taken for a
+    written line (the summary then said nothing was lost, and resume ran the job again).
+    Now it is a failed append; and a journal opened after it starts on a fresh line, so the
+    line after the torn one is read."""
+    from spacrq.queue.store import load_queue
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    queue.add(Job(module="command", id="b", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    journal = Journal(queue, path)
+    real_write, calls = os.write, []
+
+    def room_runs_out(fd, data):  # 20 bytes fit, then the disk is full
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data[:20]))
+
+    monkeypatch.setattr(os, "write", room_runs_out)
+    queue.jobs[0].status = "success"
+    with pytest.raises(OSError):
+        journal.job(queue.jobs[0], ["status"])
+    monkeypatch.undo()
+    journal.close()
+    torn = journal_path(path).read_bytes()
+    assert not torn.endswith(b"\n")  # (part of the line is there)
+    again = Journal(queue, path)
+    queue.jobs[1].status = "success"
+    again.job(queue.jobs[1], ["status"])
+    again.close()
+    loaded = load_queue(path)
+    assert [j.status for j in loaded.jobs] == ["pending", "success"]  # b's line was read
+    assert loaded.journal_skipped == 1  # (the torn one, said)
+
+
+def test_room_counts_each_jobs_attempts_and_the_length_of_its_paths():
+    """A night of failing jobs with retries, or of long lab paths, writes several times
+    what its job count says: its room used to run out mid-night."""
+    def jobs(n, **kw):
+        return [Job(module="command", id=f"j{k}", settings={"argv": ["true"]}, **kw)
+                for k in range(n)]
+    plain = room_for(jobs(400))
+    assert room_for(jobs(400, retries=2)) >= 3 * plain - 4096
+    deep = "/data/" + "plate-scans/" * 30
+    assert room_for(jobs(400, cwd=deep)) > 2 * plain
+    assert room_for(jobs(400), folder=deep) > 2 * plain
+    assert room_for(jobs(10**5, retries=5)) == JOURNAL_ROOM[2]  # (bounded)
+    assert room_for(jobs(3)) == JOURNAL_ROOM[1]
+
+
+@linux
+def test_the_journal_keeps_its_room_again_once_half_of_it_was_written(tmp_path):
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    room = 32 * 1024
+    journal = Journal(queue, path, room=room)
+    fd = os.open(journal_path(path), os.O_RDONLY)
+    try:
+        for n in range(400):  # (about 40 KB of lines: more than the room)
+            queue.jobs[0].error = f"attempt {n} " + "x" * 60
+            journal.job(queue.jobs[0], ["error"])
+            assert kept_bytes(fd) >= room // 2 - 4096, n
+        assert os.fstat(fd).st_size > room
+    finally:
+        os.close(fd)
+        journal.close()
+
+
+@linux
+def test_the_exit_records_room_is_kept_again_as_the_night_goes_on(tmp_path):
+    from spacrq.queue import run_queue
+    from spacrq.queue.supervise import EXIT_RECORD
+    queue = Queue(name="night")
+    for n in range(100):
+        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    assert run_queue(queue, path).ok
+    record = path.parent / "night_logs" / EXIT_RECORD
+    assert record.stat().st_size > 25_000  # (a third of the room written…)
+    fd = os.open(record, os.O_RDONLY)
+    try:  # (…and the room still nearly whole: kept again every few attempts)
+        assert kept_bytes(fd) >= room_for(queue.jobs, EXIT_RECORD_ROOM, str(record.parent)) \
+            - 16 * 1024
+    finally:
+        os.close(fd)
+
+
+def test_on_a_nearly_full_disk_what_room_fits_is_kept_and_said(tmp_path):
+    """All of a request or none: 256 KB wanted on a disk with 100 KB free kept nothing."""
+    why_not = _namespaces_work()
+    if why_not:
+        pytest.skip(why_not)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (
+        "import os, subprocess, sys\n"
+        "from spacrq.queue.room import keep_room, kept_bytes\n"
+        f"disk = {str(disk)!r}\n"
+        "subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', disk], check=True)\n"
+        "with open(disk + '/fill', 'wb') as f:\n"
+        "    f.write(b'x' * (1024 * 1024 - 100 * 1024))\n"
+        "fd = os.open(disk + '/record', os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+        "print(keep_room(fd, 256 * 1024))\n"
+        "print(kept_bytes(fd))\n")
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable,
+                           "-c", script], capture_output=True, text=True, timeout=60)
+    said, kept = done.stdout.splitlines()
+    assert said == "only 64 of the 256 KB wanted (No space left on device)"
+    assert int(kept) >= 64 * 1024

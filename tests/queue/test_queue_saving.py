@@ -588,3 +588,25 @@ def test_a_signalled_runner_does_not_wait_to_save(tmp_path, monkeypatch, capfd):
     monkeypatch.undo()
     assert result.save_problem and "only in this summary" in result.save_problem
     assert "keeps trying" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("code, fix", [(errno.ENOSPC, "free some space on its disk"),
+                                       (errno.EROFS, "its disk is mounted read-only"),
+                                       (errno.EACCES, "check that the folder exists and is")])
+def test_an_add_the_disk_refuses_says_what_to_do_about_it(tmp_path, monkeypatch, capsys,
+                                                          code, fix):
+    """A full disk said "check that the folder exists and is writable": it does, and is."""
+    from spacrq.cli import main
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "a", "--", "true"]) == 0
+    real = os.replace
+
+    def replace(source, target, *args, **kw):
+        if Path(target) == path:
+            raise OSError(code, os.strerror(code))
+        return real(source, target, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["queue", "add", str(path), "command", "--id", "b", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert f"({os.strerror(code)}); nothing was changed: {fix}" in err and err.count("\n") == 1
