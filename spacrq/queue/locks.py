@@ -256,6 +256,25 @@ class RunnerLock:
             self.fd = -1
 
 
+def flock_holder(file: str | os.PathLike) -> int | None:
+    """The pid that holds an exclusive ``flock`` on ``file``, asked of the kernel (Linux's
+    ``/proc/locks``): for a runner that could not write its pid into its lock file (a disk
+    full before it started).  None where it cannot be told."""
+    try:
+        st = os.stat(file)
+        with open("/proc/locks", "rb") as locks:
+            text = locks.read(1 << 20).decode("ascii", "replace")
+    except OSError:
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in text.splitlines():
+        parts = line.split()  # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2155006 0 EOF"
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "WRITE" \
+                and parts[5] == where and parts[4].isdigit():
+            return int(parts[4]) or None
+    return None
+
+
 def runner_holds(folder: str | os.PathLike) -> bool:
     """Whether a live runner holds this queue now (asked of the kernel, not of a file)."""
     file = Path(folder) / RUNNER_LOCK_FILE

@@ -32,8 +32,8 @@ from spacrq.queue import keeper as keepers
 from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
 from spacrq.queue.layout import RUNNER_FILE
-from spacrq.queue.locks import (RUNNER_LOCK_FILE, RunnerLock, linked_logs, refuse_linked_logs,
-                                runner_holds)
+from spacrq.queue.locks import (RUNNER_LOCK_FILE, RunnerLock, flock_holder, linked_logs,
+                                refuse_linked_logs, runner_holds)
 from spacrq.queue.resume import load_for_run
 from spacrq.queue.model import QueueError, now_iso
 from spacrq.queue.store import legacy_logs_dir, load_queue, logs_dir
@@ -141,12 +141,13 @@ def _ended_in_history(path: str | os.PathLike, pid: Any) -> dict | None:
 
 
 def _lock_holder(folder: Path) -> int | None:
-    """The pid the runner wrote into its lock file, when it reads as one."""
+    """The pid the runner wrote into its lock file, when it reads as one; else (it could
+    not write it: a full disk) the pid the kernel says holds the lock."""
     try:
         text = (folder / RUNNER_LOCK_FILE).read_text(encoding="utf-8", errors="replace")
         return int(text.split()[0])
     except (OSError, ValueError, IndexError):
-        return None
+        return flock_holder(folder / RUNNER_LOCK_FILE)
 
 
 def request_stop(path: str | os.PathLike, now: bool = False) -> dict[str, Any]:

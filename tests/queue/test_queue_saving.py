@@ -610,3 +610,22 @@ def test_an_add_the_disk_refuses_says_what_to_do_about_it(tmp_path, monkeypatch,
     assert main(["queue", "add", str(path), "command", "--id", "b", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert f"({os.strerror(code)}); nothing was changed: {fix}" in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's lock table is Linux's")
+def test_a_runner_that_could_not_write_its_pid_anywhere_is_still_named(tmp_path, capsys):
+    """A runner started on a full disk writes neither its record nor its pid into its lock
+    file: status said "process unknown", and an abort could not be sent as a signal. The
+    kernel's lock table names the holder."""
+    from spacrq.cli import main
+    from spacrq.queue.runner import runner_state
+    from waiting import runner_lock_held  # (tests/ is on the path)
+    queue, path = _queue(tmp_path, n=1)
+    logs = logs_dir(path)
+    logs.mkdir(exist_ok=True)
+    with runner_lock_held(logs) as holder:
+        (logs / "runner.lock").write_bytes(b"")  # (what the full disk left: the lock, no pid)
+        state = runner_state(path)
+        assert (state["state"], state["alive"], state["pid"]) == ("running", True, holder.pid)
+        assert main(["queue", "status", str(path)]) == 0
+        assert f"runner running (process {holder.pid}, alive)" in capsys.readouterr().out
