@@ -14,8 +14,10 @@ SIGTERM to the whole group, waits a grace period, then SIGKILLs what is left.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -105,6 +107,28 @@ def booted_at() -> float | None:
         return None
 
 
+def _open_log(log_path: str | os.PathLike) -> int:
+    """A detached process's log opened for appending: never through a link, and only a
+    regular file — a FIFO in its place blocked the open (and the start) for good.
+    :raises OSError: it cannot be, in a sentence."""
+    not_regular = f"{log_path} is not a regular file (a pipe, a device): move it away"
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+                     | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # (a FIFO nobody reads)
+            raise OSError(errno.EINVAL, not_regular) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, not_regular)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = None,
                    cwd: str | os.PathLike | None = None,
                    env: Mapping[str, str] | None = None,
@@ -120,7 +144,7 @@ def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = 
     out: Any = subprocess.DEVNULL
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        out = open(log_path, "ab")  # noqa: SIM115 (the child inherits it; closed below once spawned)
+        out = _open_log(log_path)
     try:
         return subprocess.Popen(
             [str(a) for a in argv],
@@ -135,7 +159,7 @@ def spawn_detached(argv: Sequence[str], *, log_path: str | os.PathLike | None = 
         )
     finally:
         if out is not subprocess.DEVNULL:
-            out.close()
+            os.close(out)
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:

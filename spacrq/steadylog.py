@@ -5,12 +5,15 @@ logs folder, on the disk the night fills.  Python raises from ``print`` when
 the write fails (``OSError: [Errno 28] No space left on device``), so the
 very message saying "could not write the queue file; the run goes on" ended
 the run instead, and a runner started on a full disk died before its first
-job.  :func:`install` puts a :class:`SteadyStream` in place of each standard
-stream that is a regular file: every write goes straight to the file (no
-buffer that a failed flush leaves half-full), a write the disk refuses is
-dropped, and the next one that succeeds first says how many lines were lost,
-from when, and why.  Terminals and pipes are left as they are (what reads a
-pipe decides; a terminal does not fill).
+job; and a pipe whose reader went away (``spacrq queue run q | logger``,
+the logger restarted) ended the night with exit 0.  :func:`install` puts a
+:class:`SteadyStream` in place of each standard stream that is not a
+terminal — a log file, a pipe, a device: every write goes straight to it (no
+buffer that a failed flush leaves half-full), a write it refuses is dropped,
+and the next one that succeeds first says how many lines were lost, from
+when, and why.  The night goes on whatever becomes of its output.  A
+terminal is left as it is (one that hangs up sends SIGHUP, which the runner
+takes as an abort).
 
 Imports only the standard library's ``os`` and ``sys``: the job supervisor,
 which the runner waits for at its start, installs it too.
@@ -18,7 +21,6 @@ which the runner waits for at its start, installs it too.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import time
 from typing import Any, TextIO
@@ -79,6 +81,10 @@ class SteadyStream:
         self._open_line = bool(data) and not data.endswith(b"\n")
         self._lost += lines + self._open_line
 
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
     def flush(self) -> None:
         """Nothing is buffered: every write went to the file already."""
 
@@ -106,19 +112,22 @@ class SteadyStream:
         """Left open: the descriptor is the process's own stream."""
 
 
-def _is_log_file(stream: Any) -> bool:
+def _may_fail(stream: Any) -> bool:
+    """Whether ``stream`` is a descriptor that is not a terminal (a file, a pipe, a device)."""
     try:
-        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+        fd = stream.fileno()
+        os.fstat(fd)
+        return not os.isatty(fd)
     except (AttributeError, OSError, ValueError):
         return False
 
 
 def install() -> None:
-    """Make ``sys.stdout`` and ``sys.stderr`` steady where they are regular files (a log);
-    what they held so far is flushed first (failing quietly: the disk may be full)."""
+    """Make ``sys.stdout`` and ``sys.stderr`` steady where they are not terminals; what
+    they held so far is flushed first (failing quietly: the disk may be full)."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
-        if stream is None or isinstance(stream, SteadyStream) or not _is_log_file(stream):
+        if stream is None or isinstance(stream, SteadyStream) or not _may_fail(stream):
             continue
         try:
             stream.flush()

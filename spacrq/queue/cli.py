@@ -351,15 +351,15 @@ def cmd_stop(args: argparse.Namespace) -> int:
     try:
         asked = request_stop(args.file, now=args.now)
     except (OSError, RunFileError) as exc:
-        raise CliError(f"could not ask the runner to stop: {str(exc).splitlines()[0]}; free "
-                       "some space or move what is in the place of "
-                       f"{logs_dir(args.file) / 'control.json'} away and ask again (or abort "
-                       "the running job with --now, which signals the runner if need be)"
-                       ) from None
+        raise CliError(f"could not ask the runner to stop: {str(exc).splitlines()[0]}; ask "
+                       "again once it can be written, or abort now with --now, which signals "
+                       "the runner instead") from None
     if asked.get("signalled"):
         print(f"could not write the request ({asked.get('why')}), so process "
               f"{asked['signalled']} was sent SIGTERM, which aborts the running job the same "
-              "way; it becomes not_run and can be resumed")
+              "way: it becomes not_run and can be resumed (a runner waiting for room to save "
+              "its final state gives that up instead, and the jobs that ended since the disk "
+              "filled run again on resume)")
     elif args.now:
         print(f"asked process {state.get('pid')} to abort the running job now; it becomes "
               "not_run and can be resumed")

@@ -740,7 +740,7 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
           file=sys.stderr, flush=True)
     mark = control.mark()
     delay, longest = SAVE_RETRY_SECONDS
-    tries = 0
+    tries, added = 0, []
     while True:
         until = time.monotonic() + delay
         while time.monotonic() < until:
@@ -750,15 +750,21 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
                       flush=True)
                 return []
             time.sleep(min(0.25, max(0.0, until - time.monotonic())))
-        if run.heartbeat is not None:
-            _safe(run.heartbeat)
         tries += 1
-        added = writer.finish(release_lock, take_more)
-        if added or not writer.problem:
+        if added:  # (jobs added meanwhile: the state is written first, then they run)
+            added += writer.write(durable=True)
+        else:
+            added = writer.finish(release_lock, take_more)
+            if added:
+                added += writer.write(durable=True)
+        if not writer.problem:
+            more = (f"; the {len(added)} job(s) added meanwhile run now" if added else "")
             print(f"spacrq: the final state was saved after {tries} more "
-                  f"{'try' if tries == 1 else 'tries'}; nothing was lost", file=sys.stderr,
-                  flush=True)
+                  f"{'try' if tries == 1 else 'tries'}; nothing was lost{more}",
+                  file=sys.stderr, flush=True)
             return added
+        if run.heartbeat is not None:  # (after the try: the room freed goes to the state)
+            _safe(run.heartbeat)
         delay = min(delay * 2, longest)
 
 

@@ -96,7 +96,9 @@ class QueueWriter:
         self._replacer = QuickReplacer(self.path)
         self._lock = HeldEditLock(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
-        self._written: tuple | None = None  # the file as last written by this runner
+        # the file as this runner last wrote it — or read it, until it writes it: with the
+        # journal, the file as read holds every transition too (its start write may fail)
+        self._written: tuple | None = loaded_key
         self._rescued: str | None = None  # the rescue copy's path, once tried ('' none)
         self.problem = ""       # why the last write failed ('' once one succeeds)
         self.generation = 0     # counts the merges that changed or added jobs

@@ -96,17 +96,27 @@ def _call(fd: int, mode: int, offset: int, length: int) -> str:
 
 def keep_room(fd: int, nbytes: int) -> str:
     """Allocate ``nbytes`` past the end of the open file ``fd`` (its size unchanged); ''
-    when done, else why not (never raises).  On a disk too full for all of it, as much as
-    fits is kept, halving down to :data:`LEAST_ROOM` (a filesystem allocates all of a
-    request or none), and the reason says how much."""
+    when done, else why not (never raises).  Never more than half of what the disk has
+    free (the queue file's own replacement needs room too), and on a disk too full for
+    that, as much as fits, halving down to :data:`LEAST_ROOM` (a filesystem allocates all
+    of a request or none); the reason says how much."""
     try:
         end = os.fstat(fd).st_size
     except OSError as exc:
         return exc.strerror or str(exc)
     if nbytes <= 0:
         return ""
-    problem = _call(fd, _KEEP_SIZE, end, nbytes)
     want = nbytes
+    try:  # (never more than half of what is free: the queue file's own write needs room too)
+        disk = os.fstatvfs(fd)
+        free = disk.f_bavail * disk.f_frsize
+    except OSError:
+        free = want * 2
+    if want > free // 2:
+        want = max(LEAST_ROOM, free // 2 // 4096 * 4096)
+        if not _call(fd, _KEEP_SIZE, end, want):
+            return f"only {want // 1024} of the {nbytes // 1024} KB wanted (the disk is nearly full)"
+    problem = _call(fd, _KEEP_SIZE, end, want)
     while problem == os.strerror(errno.ENOSPC) and want > LEAST_ROOM:
         want //= 2
         if not _call(fd, _KEEP_SIZE, end, want):

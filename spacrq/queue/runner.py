@@ -171,14 +171,17 @@ def request_stop(path: str | os.PathLike, now: bool = False) -> dict[str, Any]:
 
 
 def _signal_runner(path: str | os.PathLike) -> int | None:
-    """SIGTERM to the runner of the queue: only to a live process that the queue's runner
-    lock names while the lock is held, and whose command is spacrq's (never a pid reused
-    by something else); its pid, or None when there is no such process."""
+    """SIGTERM to the runner of the queue: only to a live process that holds the queue's
+    runner lock — as the kernel says where it can (Linux), else as the lock file and the
+    runner's record say — and whose command is spacrq's (never a pid reused by something
+    else); its pid, or None when there is no such process."""
     import psutil
     logs = logs_dir(path)
     if not runner_holds(logs):
         return None
-    pid = (runner_state(path) or {}).get("pid") or _lock_holder(logs)
+    # (the kernel's word first: a pid written in a file may name another process)
+    pid = flock_holder(logs / RUNNER_LOCK_FILE) or (runner_state(path) or {}).get("pid") \
+        or _lock_holder(logs)
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
         return None
     try:

@@ -430,7 +430,8 @@ def send_stop(path: Path, token: int, now: bool) -> Outcome:
     if asked.get("signalled"):
         return _answer(token, "stop", Code.DONE, f"Abort sent as a signal to process "
                        f"{asked['signalled']} (the request could not be written: "
-                       f"{asked.get('why')}).", how="abort")
+                       f"{asked.get('why')}); a runner waiting for room to save its final "
+                       "state gives that up.", how="abort")
     return _answer(token, "stop", Code.DONE, "Abort asked." if now else "Stop asked.",
                    how="abort" if now else "after_job")
 

@@ -297,7 +297,7 @@ def test_an_abort_that_cannot_be_written_down_reaches_the_runner_as_a_signal(tmp
                    what="the job to run")
         (logs_dir(path) / "control.json").unlink(missing_ok=True)
         (logs_dir(path) / "control.json").mkdir()
-        _bad(capsys, ["queue", "stop", str(path)], "or abort the running job with --now")
+        _bad(capsys, ["queue", "stop", str(path)], "or abort now with --now, which signals")
         assert main(["queue", "stop", str(path), "--now"]) == 0
         out = capsys.readouterr().out
         assert f"so process {pid} was sent SIGTERM, which aborts the running job" in out
@@ -468,3 +468,40 @@ def test_a_label_with_a_line_break_is_refused_by_add_and_edit(qfile, capsys):
     assert qfile.read_bytes() == before  # nothing written
     assert main(["queue", "edit", str(qfile), "first", "--label", "mask plate 3"]) == 0
     assert load_queue(qfile).jobs[0].label == "mask plate 3"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's lock table is Linux's")
+def test_an_abort_sent_as_a_signal_goes_only_to_the_process_holding_the_lock(tmp_path):
+    """The pid written in the lock file was trusted: a file naming another spacrq process
+    (while something else holds the lock) had that process killed."""
+    import subprocess
+    from spacrq.queue.runner import _signal_runner
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "a", "--", "true"]) == 0
+    lock = logs_dir(path) / "runner.lock"
+    lock.touch()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)"),
+        str(lock)], stdout=subprocess.PIPE, text=True)
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # spacrq"])
+    try:
+        assert holder.stdout.readline() == "held\n"
+        lock.write_text(f"{decoy.pid} on here\n")  # (a file's word against the kernel's)
+        assert _signal_runner(path) is None  # (the holder's command is not spacrq's)
+        assert decoy.poll() is None  # never signalled
+    finally:
+        for process in (holder, decoy):
+            process.kill()
+            process.wait()
+        holder.stdout.close()
+
+
+def test_a_fifo_where_the_runners_log_goes_is_one_sentence_not_a_hang(tmp_path, capsys):
+    """``queue run --detach`` opened the log for the runner with a plain open, which waits
+    for a FIFO's reader for ever (so did the pane's Run)."""
+    path = tmp_path / "night.queue.json"
+    assert main(["queue", "add", str(path), "command", "--id", "a", "--", "true"]) == 0
+    os.mkfifo(logs_dir(path) / "runner.log")
+    _bad(capsys, ["queue", "run", str(path), "--detach"], "runner.log is not a regular file")
+    assert load_queue(path).jobs[0].status == "pending"

@@ -505,13 +505,15 @@ def _nowhere_to_save(monkeypatch, path, full):
     """A disk where no room could be kept: while ``full["on"]``, neither the queue file nor
     a rescue copy can be replaced and the journal takes no line (the jobs' own files and
     control.json still can: the jobs go on, and an abort reaches the runner)."""
+    import threading
     from spacrq.queue import engine
     monkeypatch.setattr(engine, "SAVE_RETRY_SECONDS", (0.01, 0.02))
     real_replace, real_write = os.replace, os.write
     journal, files = str(store.journal_path(path)), {path, logs_dir(path) / f"{path.name}.unsaved.json"}
 
     def replace(source, target, *args, **kw):
-        if full["on"] and Path(target) in files:
+        if full["on"] and Path(target) in files \
+                and threading.current_thread().name != full.get("through"):
             full["tries"] = full.get("tries", 0) + 1
             if full.get("hook"):
                 full["hook"](full["tries"])
@@ -629,3 +631,60 @@ def test_a_runner_that_could_not_write_its_pid_anywhere_is_still_named(tmp_path,
         assert (state["state"], state["alive"], state["pid"]) == ("running", True, holder.pid)
         assert main(["queue", "status", str(path)]) == 0
         assert f"runner running (process {holder.pid}, alive)" in capsys.readouterr().out
+
+
+def test_a_file_never_written_by_its_runner_is_with_its_journal_the_state(tmp_path,
+                                                                          monkeypatch):
+    """A disk that filled before the night: the runner's very first write of the file failed,
+    its journal took every line. The file as it was read and the journal hold it all; the
+    runner took it for state saved nowhere, waited, and warned of reruns that never came."""
+    queue, path = _queue(tmp_path, n=3)
+    real = os.replace
+
+    def replace(source, target, *args, **kw):
+        if Path(target) == path:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(source, target, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    result = run_queue(queue, path, runner=ok_runner(), loaded_key=store.file_key(path))
+    monkeypatch.undo()
+    assert "every transition since is in its journal" in result.save_problem
+    assert [j.status for j in store.open_queue(path).jobs] == ["success"] * 3
+
+
+def test_a_job_added_while_the_runner_waits_to_save_runs_once_the_state_is_saved(
+        tmp_path, monkeypatch, capfd):
+    """The take-in of a job added during the wait wrote nothing: the runner said "saved;
+    nothing was lost", ran the new job, and a disk full again then lost every end. Now the
+    state is written first; the new job runs after."""
+    import threading
+    from spacrq.queue.store import edit_queue
+    queue, path = _queue(tmp_path, n=2)
+    full, waiting, added = {"on": False}, threading.Event(), threading.Event()
+
+    def someone_adds():  # (another process's `queue add`: its disk write gets through)
+        waiting.wait(60)
+        edit_queue(path, lambda q: q.add(_cmd("late")))
+        added.set()
+
+    def tried(tries):
+        if tries == 4:
+            waiting.set()
+        if added.is_set() and tries >= 12:
+            full["on"] = False  # (room again)
+
+    full["hook"], full["through"] = tried, "adder"
+    _nowhere_to_save(monkeypatch, path, full)
+    adder = threading.Thread(target=someone_adds, name="adder")
+    adder.start()
+    try:
+        result = run_queue(queue, path, wait_to_save=True, runner=ok_runner(
+            lambda job: full.update(on=True) if job.id == "j1" else None))
+    finally:
+        waiting.set()
+        adder.join()
+    monkeypatch.undo()
+    assert [j.id for j in queue.jobs] == ["j0", "j1", "late"] and result.ok
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 3
+    assert "nothing was lost; the 1 job(s) added meanwhile run now" in capfd.readouterr().err
