@@ -238,7 +238,9 @@ class RunnerLock:
         if not _flock_until(fd, time.monotonic() + PROBE_WAIT):
             said = os.pread(fd, 200, 0).decode("utf-8", "replace")
             said = "".join(c for c in said if c.isprintable()).strip()[:80]  # (a file's bytes)
-            holder = f"process {said}" if said else "another process"
+            kernel = None if said else flock_holder(self.file)  # (no pid written: a full disk)
+            holder = f"process {said}" if said else f"process {kernel}" if kernel \
+                else "another process"
             os.close(fd)
             raise QueueError(f"this queue is already being run by {holder}; stop it "
                              f"with 'spacrq queue stop {self.queue}' or wait for it to finish") from None

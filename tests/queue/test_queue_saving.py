@@ -688,3 +688,17 @@ def test_a_job_added_while_the_runner_waits_to_save_runs_once_the_state_is_saved
     assert [j.id for j in queue.jobs] == ["j0", "j1", "late"] and result.ok
     assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 3
     assert "nothing was lost; the 1 job(s) added meanwhile run now" in capfd.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's lock table is Linux's")
+def test_a_second_runner_is_refused_naming_a_holder_that_wrote_no_pid(tmp_path):
+    from spacrq.queue import QueueError
+    from spacrq.queue.locks import RunnerLock
+    from waiting import runner_lock_held  # (tests/ is on the path)
+    _, path = _queue(tmp_path, n=1)
+    logs = logs_dir(path)
+    logs.mkdir(exist_ok=True)
+    with runner_lock_held(logs) as holder:
+        (logs / "runner.lock").write_bytes(b"")  # (a full disk: the lock, no pid)
+        with pytest.raises(QueueError, match=f"already being run by process {holder.pid};"):
+            RunnerLock(logs, path).acquire()
