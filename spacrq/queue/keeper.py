@@ -25,8 +25,8 @@ process, the runner's parent:
   ended from that moment.
 
 It starts the runner (``python -m spacrq.queue.keeper --logs FOLDER -- RUNNER
-ARGV…``), passes SIGTERM and SIGHUP on to it (SIGINT reaches the runner's
-process group anyway), reaps whatever else is left to it, and once the runner
+ARGV…``), passes SIGTERM, SIGHUP and SIGINT on to it, reaps whatever else is
+left to it, and once the runner
 and every job left to it have ended exits with the runner's exit code.  Where
 the kernel has no subreapers, or ``SPACRQ_QUEUE_KEEPER=0`` asks for it, it
 becomes the runner itself (``exec``), which then starts its jobs under the
@@ -577,9 +577,6 @@ def main(argv: list[str] | None = None) -> int:
     since = time.time() - 5.0  # (records are written after this; a coarse clock is allowed)
     if tell >= 0:
         os.set_inheritable(tell, False)
-    # SIGINT reaches the runner's process group anyway; the runner decides.  A handler, not
-    # SIG_IGN: an ignored signal stays ignored through exec, in the runner and its jobs.
-    signal.signal(signal.SIGINT, lambda *_: None)
     runner = 0
     early: list[int] = []  # signals that came before the runner was there to be told
 
@@ -592,7 +589,11 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass  # it ended: this process only records what it left
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: a terminal's Ctrl-C reaches the runner's process group anyway (the runner
+    # takes a second one as the first), but a `kill -INT` of this process, the one an
+    # operator sees, reached nobody.  A handler, not SIG_IGN: an ignored signal stays
+    # ignored through exec, in the runner and its jobs.
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, forward)
     env = dict(os.environ)
     env[KEEPER_ENV] = str(os.getpid())

@@ -438,6 +438,25 @@ def test_the_runner_under_a_keeper_still_hears_ctrl_c(tmp_path):
     assert _keep(tmp_path, code).wait(timeout=30) == 0
 
 
+def test_a_sigint_sent_to_the_keeper_reaches_its_runner(tmp_path):
+    """``kill -INT`` of the keeper — the process an operator sees — reached nobody (a
+    terminal's Ctrl-C reaches the whole group; a kill does not)."""
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGINT, lambda *_: sys.exit(3))\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = _keep(tmp_path, code, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 3  # (the runner's exit code, passed on)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()  # (passed on to the runner too: nothing is left behind)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
 def test_a_job_its_runner_never_named_is_named_and_recorded_by_the_keeper(tmp_path):
     """The runner died between starting the job and writing down its pid: its "starting"
     line and the job's own session and start time let the keeper name it (so resume adopts
