@@ -105,7 +105,6 @@ class QueueWriter:
         self.notes: list[str] = []
         self._failed_at = ""
         self._said: set[tuple[str, str]] = set()  # the failures said: (what, why)
-        self._journal_whole = True  # every transition since the last durable write is in it
         self.journal: Journal | None = None
         self._lines = 0
         self._last_write = time.monotonic()
@@ -114,7 +113,8 @@ class QueueWriter:
         self._taken_in = False  # the file was changed by another writer since the last checkpoint
         self._checkpoint_said = ""  # why no checkpoint could be kept, once said
         self._room_said = ""  # why the journal's room could not be kept, once said
-        # (both modes make each transition durable with one journal line)
+        # every transition since the last durable write is in the journal (both modes make
+        # each one durable with a journal line; False once a line of it failed)
         self._journal_whole = self._open_journal()
 
     def _open_journal(self) -> bool:
@@ -155,7 +155,6 @@ class QueueWriter:
                     self._note_room()
             except OSError as exc:
                 self._failed(exc, "append to the journal")
-                self._journal_whole = False
                 self.journal.close()
                 self.journal = None  # from now on every commit writes the whole file
         elif sync:
@@ -200,7 +199,6 @@ class QueueWriter:
             self.journal.flush()
         except OSError as exc:
             self._failed(exc, "sync the journal")
-            self._journal_whole = False
         if checkpoint or self.problem:
             return added + self.write(durable=True)
         return added
@@ -216,7 +214,6 @@ class QueueWriter:
             self.journal.flush_behind()  # (the runner goes on; the next one waits for it)
         except OSError as exc:
             self._failed(exc, "sync the journal")
-            self._journal_whole = False
 
     def write(self, durable: bool = True) -> list[Job]:
         """Replace the whole file now (under the edit lock); the jobs merged in from it."""
@@ -335,7 +332,6 @@ class QueueWriter:
                 self.journal.flush()  # (the final lines durable, whatever the file's write did)
             except OSError as exc:
                 self._failed(exc, "sync the journal")
-                self._journal_whole = False
             self.journal.close()
             self.journal = None
         return []
@@ -442,7 +438,6 @@ class QueueWriter:
                 self.journal.synced_behind()
             except OSError as exc:
                 self._failed(exc, "sync the journal")
-                self._journal_whole = False
 
     def in_journal(self) -> bool:
         """Whether the file as this runner last wrote it is still there and its journal holds
@@ -556,6 +551,8 @@ class QueueWriter:
                 and os.path.lexists(logs) and not os.path.isdir(logs):
             reason = f"{logs} is not a folder: move it away"
         what = logs / JOURNAL_FILE if "journal" in doing else self.path
+        if "journal" in doing:  # (a line of it may be missing: it no longer holds them all)
+            self._journal_whole = False
         if not self.problem:
             self._failed_at = now_iso()
         if (str(what), reason) not in self._said:  # (each once, until a save succeeds)

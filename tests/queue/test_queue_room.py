@@ -21,6 +21,16 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="room is allocated ahead with Linux's fallocate")
 
 
+def _night(tmp_path: Path, jobs: int) -> tuple[Queue, Path]:
+    """A saved queue of ``jobs`` no-op command jobs, j0, j1, …"""
+    queue = Queue(name="night")
+    for n in range(jobs):
+        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
 def test_room_grows_with_the_queue_within_its_bounds():
     per_job, least, most = JOURNAL_ROOM
     assert room_for(0) == least and room_for(10) == least
@@ -60,11 +70,7 @@ def test_where_no_room_can_be_kept_the_reason_is_said_never_raised():
 
 @linux
 def test_the_journal_keeps_room_while_it_is_written_and_gives_it_back(tmp_path):
-    queue = Queue(name="night")
-    for n in range(300):
-        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 300)
     room = room_for(len(queue.jobs))
     journal = Journal(queue, path, room=room)
     try:
@@ -156,11 +162,7 @@ def test_a_run_leaves_room_past_the_exit_record_and_none_past_the_journal(tmp_pa
     counts it, so a reader sees only lines."""
     from spacrq.queue import run_queue
     from spacrq.queue.supervise import EXIT_RECORD
-    queue = Queue(name="night")
-    for n in range(3):
-        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 3)
     assert run_queue(queue, path).ok
     record = path.parent / "night_logs" / EXIT_RECORD
     lines = record.read_bytes()
@@ -185,11 +187,7 @@ def test_a_line_the_room_could_not_hold_whole_is_no_line_and_never_swallows_the_
     Now it is a failed append; and a journal opened after it starts on a fresh line, so the
     line after the torn one is read."""
     from spacrq.queue.store import load_queue
-    queue = Queue(name="night")
-    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
-    queue.add(Job(module="command", id="b", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 2)
     journal = Journal(queue, path)
     real_write, calls = os.write, []
 
@@ -233,10 +231,7 @@ def test_room_counts_each_jobs_attempts_and_the_length_of_its_paths():
 
 @linux
 def test_the_journal_keeps_its_room_again_once_half_of_it_was_written(tmp_path):
-    queue = Queue(name="night")
-    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 1)
     room = 32 * 1024
     journal = Journal(queue, path, room=room)
     fd = os.open(journal_path(path), os.O_RDONLY)
@@ -255,11 +250,7 @@ def test_the_journal_keeps_its_room_again_once_half_of_it_was_written(tmp_path):
 def test_the_exit_records_room_is_kept_again_as_the_night_goes_on(tmp_path):
     from spacrq.queue import run_queue
     from spacrq.queue.supervise import EXIT_RECORD
-    queue = Queue(name="night")
-    for n in range(100):
-        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 100)
     assert run_queue(queue, path).ok
     record = path.parent / "night_logs" / EXIT_RECORD
     assert record.stat().st_size > 25_000  # (a third of the room written…)
@@ -304,11 +295,7 @@ def test_a_runner_whose_output_cannot_be_written_runs_its_night(tmp_path, output
     output."""
     from spacrq.queue.runner import runner_state
     from spacrq.queue.store import load_queue
-    queue = Queue(name="night")
-    for n in range(3):
-        queue.add(Job(module="command", id=f"j{n}", settings={"argv": ["true"]}))
-    path = tmp_path / "night.queue.json"
-    save_queue(queue, path)
+    queue, path = _night(tmp_path, 3)
     argv = [sys.executable, "-m", "spacrq", "queue", "run", str(path)]
     if output == "/dev/full":
         with open("/dev/full", "wb") as full:

@@ -45,6 +45,36 @@ def _fsync_failing(monkeypatch, when):
     return failed
 
 
+def _refuse_replace(monkeypatch, refused, code=errno.ENOSPC):
+    """``os.replace`` onto a target for which ``refused(target)`` is true fails with ``code``
+    (the step every replace of a file takes, durable or not)."""
+    real = os.replace
+
+    def replace(source, target, *args, **kw):
+        if refused(Path(target)):
+            raise OSError(code, os.strerror(code))
+        return real(source, target, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def _refuse_journal_lines(monkeypatch, path, refused=lambda: True):
+    """Appends to ``path``'s journal fail with ENOSPC while ``refused()`` is true."""
+    real_write, journal = os.write, str(store.journal_path(path))
+
+    def write(fd, data):
+        if refused():
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                target = ""
+            if target == journal:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
 def ok_runner(hook=None):
     def run(job, settings_path, log_path):
         Path(log_path).write_text("working\n")
@@ -116,16 +146,9 @@ def test_a_failing_disk_for_a_while_loses_nothing_once_it_clears(tmp_path, monke
     """A full disk, a read-only remount (tests run as root, so chmod cannot make one), a
     permission change, an I/O error: each for two jobs, then the disk is fine again."""
     queue, path = _queue(tmp_path, n=4)
-    real = os.replace  # the step every replace of the file takes, durable or not
     full = {"on": False}
     reason = os.strerror(code)
-
-    def replace(source, target, *args, **kw):
-        if full["on"] and Path(target) == path:
-            raise OSError(code, reason)
-        return real(source, target, *args, **kw)
-
-    monkeypatch.setattr(os, "replace", replace)
+    _refuse_replace(monkeypatch, lambda target: full["on"] and target == path, code)
 
     def disk(job):
         full["on"] = job.id in ("j1", "j2")
@@ -146,15 +169,8 @@ def test_a_disk_full_to_the_end_leaves_the_final_state_in_the_journal(tmp_path, 
     journal — no rescue copy, which could not be written either — and the first command
     that opens the queue once there is room writes the file with every job's end."""
     queue, path = _queue(tmp_path, n=4)
-    real = os.replace
     full = {"on": False}
-
-    def replace(source, target, *args, **kw):
-        if full["on"] and Path(target).parent == path.parent:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(source, target, *args, **kw)
-
-    monkeypatch.setattr(os, "replace", replace)
+    _refuse_replace(monkeypatch, lambda target: full["on"] and target.parent == path.parent)
     result = run_queue(queue, path, persistence=persistence, runner=ok_runner(
         lambda job: full.update(on=True)))
     monkeypatch.undo()
@@ -169,19 +185,7 @@ def test_a_disk_full_to_the_end_leaves_the_final_state_in_the_journal(tmp_path, 
 
 def test_a_journal_that_cannot_be_appended_falls_back_to_the_file(tmp_path, monkeypatch):
     queue, path = _queue(tmp_path, n=3)
-    real_write = os.write
-    journal = str(store.journal_path(path))
-
-    def write(fd, data):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            target = ""
-        if target == journal:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
+    _refuse_journal_lines(monkeypatch, path)
     result = run_queue(queue, path, runner=ok_runner(), persistence="journal")
     monkeypatch.undo()
     assert result.ok and not result.save_problem
@@ -508,8 +512,8 @@ def _nowhere_to_save(monkeypatch, path, full):
     import threading
     from spacrq.queue import engine
     monkeypatch.setattr(engine, "SAVE_RETRY_SECONDS", (0.01, 0.02))
-    real_replace, real_write = os.replace, os.write
-    journal, files = str(store.journal_path(path)), {path, logs_dir(path) / f"{path.name}.unsaved.json"}
+    real_replace = os.replace
+    files = {path, logs_dir(path) / f"{path.name}.unsaved.json"}
 
     def replace(source, target, *args, **kw):
         if full["on"] and Path(target) in files \
@@ -520,18 +524,8 @@ def _nowhere_to_save(monkeypatch, path, full):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_replace(source, target, *args, **kw)
 
-    def write(fd, data):
-        if full["on"]:
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                target = ""
-            if target == journal:
-                raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(os, "write", write)
+    _refuse_journal_lines(monkeypatch, path, lambda: full["on"])
 
 
 def test_a_final_state_that_can_be_saved_nowhere_is_tried_again_until_it_can(
@@ -601,14 +595,7 @@ def test_an_add_the_disk_refuses_says_what_to_do_about_it(tmp_path, monkeypatch,
     from spacrq.cli import main
     path = tmp_path / "night.queue.json"
     assert main(["queue", "add", str(path), "command", "--id", "a", "--", "true"]) == 0
-    real = os.replace
-
-    def replace(source, target, *args, **kw):
-        if Path(target) == path:
-            raise OSError(code, os.strerror(code))
-        return real(source, target, *args, **kw)
-
-    monkeypatch.setattr(os, "replace", replace)
+    _refuse_replace(monkeypatch, lambda target: target == path, code)
     assert main(["queue", "add", str(path), "command", "--id", "b", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert f"({os.strerror(code)}); nothing was changed: {fix}" in err and err.count("\n") == 1
@@ -639,14 +626,7 @@ def test_a_file_never_written_by_its_runner_is_with_its_journal_the_state(tmp_pa
     its journal took every line. The file as it was read and the journal hold it all; the
     runner took it for state saved nowhere, waited, and warned of reruns that never came."""
     queue, path = _queue(tmp_path, n=3)
-    real = os.replace
-
-    def replace(source, target, *args, **kw):
-        if Path(target) == path:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(source, target, *args, **kw)
-
-    monkeypatch.setattr(os, "replace", replace)
+    _refuse_replace(monkeypatch, lambda target: target == path)
     result = run_queue(queue, path, runner=ok_runner(), loaded_key=store.file_key(path))
     monkeypatch.undo()
     assert "every transition since is in its journal" in result.save_problem
