@@ -24,7 +24,13 @@ the runner takes the new values in before it starts the job
 (:func:`take_edits`, called by :mod:`spacrq.queue.persist`), and it marks the
 job running in its journal under the same lock, so an edit either reaches
 the job before it starts or is refused because it already started — never
-written and then silently ignored.
+written and then silently ignored.  While the runner's state is nowhere on
+disk (a full disk refused its file and its journal), the file may show as
+waiting a job that already ran, so every edit is refused until the runner
+saved again (:func:`spacrq.queue.locks.runner_unsaved`); an edit that reached
+such a job all the same (a folder where no lock can be held) is said in the
+runner's log and the morning summary (:func:`unapplied_edits`), never dropped
+unsaid.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ from typing import Any
 
 from spacrq.queue.model import (RESUMABLE_STATUSES, STATUS_RUNNING, Job, Queue, QueueError)
 from spacrq.queue.settings import SettingsError, split_override
-from spacrq.queue.locks import runner_holds
+from spacrq.queue.locks import runner_holds, runner_unsaved
 from spacrq.queue.store import (edit_lock, edit_queue, load_queue, logs_dir, refuse_unreadable,
                                 save_queue)
 from spacrq.queue.validate import Modules, add_checked, validate_job
@@ -44,7 +50,7 @@ from spacrq.watching import Code
 
 __all__ = ["EDIT_KEYS", "EDITABLE_STATUSES", "EditError", "EditRefused", "EditInvalid",
            "EditMissing", "EditBusy", "EditFailed", "add_job", "edit_job", "edit_refusal",
-           "take_edits"]
+           "take_edits", "unapplied_edits"]
 
 #: the keys of ``changes`` (``after`` is the job's ``depends_on``)
 EDIT_KEYS: tuple[str, ...] = ("settings", "overrides", "after", "timeout", "label")
@@ -274,6 +280,12 @@ def _edit(path: Path, job_id: str, fields: Mapping[str, Any], modules: Modules |
             raise EditInvalid(f"{shared} jobs of {path.name} share the id {job_id!r}, so which "
                               "one to change cannot be told; give each its own id (spacrq "
                               "queue validate lists them), then edit again")
+        if runner_unsaved(logs_dir(path)):
+            raise EditRefused(f"the queue's runner could not save its state lately (a full "
+                              f"disk?), so {path.name} may show job {job.id} waiting although "
+                              "it already ran; edit it once the runner saved again (spacrq "
+                              "queue status shows the job as it stands then; adding jobs "
+                              "works meanwhile)")
         if job.status == STATUS_RUNNING and not runner_holds(logs_dir(path)):
             raise EditRefused(f"job {job.id} was left running by a runner that is gone; "
                               f"'spacrq queue resume {path}' records, adopts or reruns it, "
@@ -384,3 +396,14 @@ def take_edits(mine: Queue, theirs: Queue) -> list[Job]:
                     else list(value) if isinstance(value, list) else value)
         changed.append(job)
     return changed
+
+
+def unapplied_edits(mine: Queue, theirs: Queue) -> list[Job]:
+    """The jobs of ``theirs`` (the file) edited while ``mine`` (a runner's queue) had
+    already started or ended them: the file, behind the runner's state (it could not
+    save it), showed them waiting.  :func:`take_edits` leaves them as they ran; the
+    runner says so, so that an edit accepted is never dropped unsaid."""
+    ran = {job.id: job for job in mine.jobs if job.status not in EDITABLE_STATUSES}
+    return [other for other in theirs.jobs
+            if other.status in EDITABLE_STATUSES and other.id in ran
+            and _differs(ran[other.id], other)]

@@ -12,6 +12,14 @@ whole life, so a second runner refuses instead of running every job twice,
 and an editor can ask "does a runner own this file right now?" without
 trusting a pid in a file.
 
+A third, ``unsaved.lock``, is held by a runner only while its state is ahead
+of everything on disk (a full disk refused the file and the journal alike):
+the file then still shows as waiting a job that ran, and an edit of it would
+be accepted and never applied.  An editor asks :func:`runner_unsaved` under
+the edit lock and refuses instead.  A lock needs no room on the disk, which is
+why it is a lock and not a file's contents; the file is made when the runner
+starts, while there is room.
+
 Both are ``flock`` locks on files in the queue's own logs folder
 (:func:`spacrq.queue.store.logs_dir`), so two queue files never share one,
 and the kernel drops them when their holder dies, however it dies.
@@ -29,6 +37,7 @@ from spacrq.runfiles import still_named
 
 EDIT_LOCK_FILE = "queue.lock"
 RUNNER_LOCK_FILE = "runner.lock"
+UNSAVED_LOCK_FILE = "unsaved.lock"
 #: Longest an editor waits for another writer to finish (a 2000-job save takes ~0.1 s).
 EDIT_WAIT = 10.0
 #: Longest a starting runner waits out a look at its lock (held shared for microseconds).
@@ -277,9 +286,45 @@ def flock_holder(file: str | os.PathLike) -> int | None:
     return None
 
 
-def runner_holds(folder: str | os.PathLike) -> bool:
-    """Whether a live runner holds this queue now (asked of the kernel, not of a file)."""
-    file = Path(folder) / RUNNER_LOCK_FILE
+class UnsavedFlag:
+    """``unsaved.lock``, held exclusively by a runner while its state is nowhere on disk.
+
+    Opened when the runner starts (while the disk has room for the file); raising and
+    lowering it are flock calls, which no full disk refuses.  Where it cannot be opened
+    (a linked or unwritable folder) it is never raised, and the runner's own check of
+    the edits it could not apply (:func:`spacrq.queue.edits.take_edits`) is what is left.
+    """
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.file = Path(folder) / UNSAVED_LOCK_FILE
+        self.fd = -1
+        self.raised = False
+        if linked_logs(self.file.parent):
+            return
+        try:
+            self.fd = os.open(self.file, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                              0o644)
+        except OSError:
+            self.fd = -1
+
+    def set(self, unsaved: bool) -> None:
+        """Raise (``True``) or lower the flag; nothing when it already is so."""
+        if self.fd < 0 or unsaved == self.raised:
+            return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB if unsaved else fcntl.LOCK_UN)
+            self.raised = unsaved
+        except OSError:
+            pass  # (a probe holds it shared for a moment: raised at the next failure or save)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # (closing drops the flock)
+            self.fd = -1
+        self.raised = False
+
+
+def _held_by_another(file: Path) -> bool:
     try:
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -293,3 +338,14 @@ def runner_holds(folder: str | os.PathLike) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def runner_unsaved(folder: str | os.PathLike) -> bool:
+    """Whether a runner of this queue holds a state that it could not save anywhere (its
+    file and journal then show jobs as waiting that it already ran): asked of the kernel."""
+    return _held_by_another(Path(folder) / UNSAVED_LOCK_FILE)
+
+
+def runner_holds(folder: str | os.PathLike) -> bool:
+    """Whether a live runner holds this queue now (asked of the kernel, not of a file)."""
+    return _held_by_another(Path(folder) / RUNNER_LOCK_FILE)

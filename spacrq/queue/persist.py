@@ -41,9 +41,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from spacrq.queue.edits import take_edits
+from spacrq.queue.edits import take_edits, unapplied_edits
 from spacrq.queue.lastgood import drop_checkpoint
-from spacrq.queue.locks import HeldEditLock, linked_logs, refuse_linked_logs
+from spacrq.queue.locks import HeldEditLock, UnsavedFlag, linked_logs, refuse_linked_logs
 from spacrq.queue.model import STATUS_RUNNING, Job, Queue, QueueError, now_iso
 from spacrq.queue.render import render_job, render_queue
 from spacrq.queue.replacing import QuickReplacer
@@ -95,6 +95,9 @@ class QueueWriter:
         self._index: dict[int, int] = {}   # id() of a job -> its place in _parts
         self._replacer = QuickReplacer(self.path)
         self._lock = HeldEditLock(logs_dir(self.path))
+        # raised while the state is nowhere on disk, so that an edit is refused rather than
+        # accepted for a job this runner already ran (see spacrq.queue.locks)
+        self._unsaved_flag = UnsavedFlag(logs_dir(self.path))
         self._key = loaded_key  # the file as last read or written by this runner
         # the file as this runner last wrote it — or read it, until it writes it: with the
         # journal, the file as read holds every transition too (its start write may fail)
@@ -225,8 +228,12 @@ class QueueWriter:
                 self._write_locked(durable=True)
             else:
                 with self._lock:
-                    added = self._merge()
-                    self._write_locked(durable)
+                    try:
+                        added = self._merge()
+                        self._write_locked(durable)
+                    except (OSError, QueueError, RunFileError) as exc:
+                        # (said under the lock: an editor who takes it next sees the flag)
+                        self._failed(exc, "write")
         except (OSError, QueueError, RunFileError) as exc:
             self._failed(exc, "write")
         return added
@@ -265,6 +272,7 @@ class QueueWriter:
                   flush=True)
             self.problem = ""
             self._said.clear()
+            self._unsaved_flag.set(False)
 
     def _outgrown(self, size: int) -> None:
         """A queue in ``"file"`` mode by its size that grew past a bound of it (jobs added
@@ -491,6 +499,7 @@ class QueueWriter:
 
     def close(self) -> None:
         self.let_go()
+        self._unsaved_flag.close()
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -530,6 +539,12 @@ class QueueWriter:
                   f"({exc}); the runner's state replaces it", file=sys.stderr, flush=True)
             return []
         self.generation += 1  # (whatever it held: a job planned ahead is planned again)
+        for job in unapplied_edits(self.queue, other):
+            note = (f"job {job.id} was edited in {self.path.name} after it had started (the "
+                    "file could not show that then); it ran as it was, so the edit was not "
+                    "applied: duplicate the job to run it as edited")
+            print(f"spacrq: {note}", file=sys.stderr, flush=True)
+            self.notes.append(note)
         for job in take_edits(self.queue, other):  # a waiting job edited in the file
             self._stale.add(id(job))
             print(f"spacrq: job {job.id} was edited while the queue runs; it runs as edited",
@@ -561,3 +576,4 @@ class QueueWriter:
                   "state in memory, and it is written at the next save that succeeds",
                   file=sys.stderr, flush=True)
         self.problem = reason
+        self._unsaved_flag.set(self.unsaved())

@@ -633,38 +633,49 @@ def test_a_file_never_written_by_its_runner_is_with_its_journal_the_state(tmp_pa
     assert [j.status for j in store.open_queue(path).jobs] == ["success"] * 3
 
 
+def _operator_while_saved_nowhere(monkeypatch, queue, path, act):
+    """Run ``queue``, its disk refusing the file and the journal from the end of its first
+    job until ``act()`` — another process's edit or add, whose writes get through — was
+    done during the runner's wait to save; the run's result."""
+    import threading
+    full, waiting, done = {"on": False}, threading.Event(), threading.Event()
+
+    def operator():
+        waiting.wait(60)
+        try:
+            act()
+        finally:
+            done.set()
+
+    def tried(tries):
+        if tries == 4:
+            waiting.set()
+        if done.is_set() and tries >= 8:
+            full["on"] = False  # (room again)
+
+    full["hook"], full["through"] = tried, "operator"
+    _nowhere_to_save(monkeypatch, path, full)
+    other = threading.Thread(target=operator, name="operator")
+    other.start()
+    try:
+        result = run_queue(queue, path, wait_to_save=True, runner=ok_runner(
+            lambda job: full.update(on=True) if job.id == "j0" else None))
+    finally:
+        waiting.set()
+        other.join()
+    monkeypatch.undo()
+    return result
+
+
 def test_a_job_added_while_the_runner_waits_to_save_runs_once_the_state_is_saved(
         tmp_path, monkeypatch, capfd):
     """The take-in of a job added during the wait wrote nothing: the runner said "saved;
     nothing was lost", ran the new job, and a disk full again then lost every end. Now the
     state is written first; the new job runs after."""
-    import threading
     from spacrq.queue.store import edit_queue
     queue, path = _queue(tmp_path, n=2)
-    full, waiting, added = {"on": False}, threading.Event(), threading.Event()
-
-    def someone_adds():  # (another process's `queue add`: its disk write gets through)
-        waiting.wait(60)
-        edit_queue(path, lambda q: q.add(_cmd("late")))
-        added.set()
-
-    def tried(tries):
-        if tries == 4:
-            waiting.set()
-        if added.is_set() and tries >= 12:
-            full["on"] = False  # (room again)
-
-    full["hook"], full["through"] = tried, "adder"
-    _nowhere_to_save(monkeypatch, path, full)
-    adder = threading.Thread(target=someone_adds, name="adder")
-    adder.start()
-    try:
-        result = run_queue(queue, path, wait_to_save=True, runner=ok_runner(
-            lambda job: full.update(on=True) if job.id == "j1" else None))
-    finally:
-        waiting.set()
-        adder.join()
-    monkeypatch.undo()
+    result = _operator_while_saved_nowhere(  # (another process's `queue add`)
+        monkeypatch, queue, path, lambda: edit_queue(path, lambda q: q.add(_cmd("late"))))
     assert [j.id for j in queue.jobs] == ["j0", "j1", "late"] and result.ok
     assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 3
     assert "nothing was lost; the 1 job(s) added meanwhile run now" in capfd.readouterr().err
@@ -682,3 +693,59 @@ def test_a_second_runner_is_refused_naming_a_holder_that_wrote_no_pid(tmp_path):
         (logs / "runner.lock").write_bytes(b"")  # (a full disk: the lock, no pid)
         with pytest.raises(QueueError, match=f"already being run by process {holder.pid};"):
             RunnerLock(logs, path).acquire()
+
+
+
+def test_an_edit_while_the_runners_state_is_saved_nowhere_is_refused_not_lost(
+        tmp_path, monkeypatch, capfd):
+    """While the disk refuses the runner's file and journal, the file still shows as waiting
+    a job that already ran: an edit of it was accepted ("changed") and then never applied.
+    Now it is refused in a sentence while the runner holds a state saved nowhere; adding a
+    job still works, and once the state is saved the flag is down again."""
+    from spacrq.queue.edits import EditRefused, add_job, edit_job
+    from spacrq.queue.locks import runner_unsaved
+    queue, path = _queue(tmp_path, n=3)
+    seen: dict = {}
+
+    def edit_then_add():
+        seen["flag"] = runner_unsaved(logs_dir(path))
+        try:
+            edit_job(path, "j1", {"label": "too late"})
+        except EditRefused as exc:
+            seen["refused"] = str(exc)
+        seen["added"] = add_job(path, _cmd("late"))[0].id == "late"
+
+    result = _operator_while_saved_nowhere(monkeypatch, queue, path, edit_then_add)
+    assert seen["flag"] is True and seen["added"] is True
+    assert "could not save its state lately" in seen["refused"], seen
+    assert seen["refused"].startswith("Not changed: ") and seen["refused"].count(". ") == 0
+    saved = json.loads(path.read_text())["jobs"]
+    assert [(j["id"], j["status"]) for j in saved] == [
+        ("j0", "success"), ("j1", "success"), ("j2", "success"), ("late", "success")]
+    assert saved[1]["label"] != "too late" and result.ok
+    assert not runner_unsaved(logs_dir(path))  # (lowered once saved, and gone with the run)
+    assert "was not applied" not in capfd.readouterr().err
+
+
+def test_an_edit_that_reached_a_job_already_run_is_said_not_dropped(tmp_path, monkeypatch,
+                                                                    capfd):
+    """Where the flag cannot be held (its file could not be made), an edit made to the file
+    while it lagged behind the runner still lands in the file; the runner keeps the job as
+    it ran — and says so in its log and the morning summary, never silently."""
+    from spacrq.queue import locks
+    from spacrq.queue.edits import edit_job
+    monkeypatch.setattr(locks.UnsavedFlag, "set", lambda self, unsaved: None)
+    queue, path = _queue(tmp_path, n=3)
+    seen: dict = {}
+
+    def edit():
+        seen["job"] = edit_job(path, "j1", {"label": "too late"})
+
+    result = _operator_while_saved_nowhere(monkeypatch, queue, path, edit)
+    assert seen["job"].label == "too late"  # (accepted: the file showed j1 waiting)
+    saved = json.loads(path.read_text())["jobs"]
+    assert (saved[1]["status"], saved[1]["label"]) == ("success", queue.jobs[1].label)
+    assert saved[1]["label"] != "too late"
+    note = [n for n in result.notes if "job j1 was edited" in n]
+    assert note and "the edit was not applied: duplicate the job" in note[0]
+    assert "job j1 was edited" in capfd.readouterr().err
