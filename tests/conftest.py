@@ -2,8 +2,11 @@
 child process or a thread behind."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -13,6 +16,12 @@ os.environ.setdefault("SPACRQ_GRACE", "2")
 
 import psutil
 import pytest
+
+# the copies in memory of a runner's state saved nowhere (spacrq.queue.memcopy) go to a private
+# folder of this run's, not the machine's /dev/shm; removed when the run ends
+_MEMORY = tempfile.mkdtemp(prefix="spacrq-memory-")
+os.environ["SPACRQ_MEMORY_DIR"] = _MEMORY
+atexit.register(shutil.rmtree, _MEMORY, True)
 
 ROOT = Path(__file__).resolve().parents[1]
 

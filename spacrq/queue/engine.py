@@ -732,12 +732,15 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
     if writer is None or control.signalled or not writer.unsaved() or writer.rescue():
         return []
     since = writer.failed_at
-    print(f"spacrq: the queue's final state could not be saved anywhere ({writer.problem}): "
-          "it is only in this runner's memory, so the runner keeps trying, every few seconds, "
+    lost = (f"the jobs that ended since {since} would run again on resume" if not
+            writer.in_memory else f"its copy in memory ({writer.in_memory}) would then be all "
+            f"there is of the jobs that ended since {since}: spacrq commands read it, but a "
+            "restart of the machine loses it, and they would run again on resume")
+    print(f"spacrq: the queue's final state could not be saved on disk ({writer.problem}): "
+          "it is only in memory, so the runner keeps trying, every few seconds, "
           "until it can be (free space on the disk, bring the share back) or until it is "
-          f"asked to abort (spacrq queue stop --now, or SIGTERM to process {os.getpid()}), "
-          f"which would leave the jobs that ended since {since} to run again on resume",
-          file=sys.stderr, flush=True)
+          f"asked to abort (spacrq queue stop --now, or SIGTERM to process {os.getpid()}); "
+          f"{lost}", file=sys.stderr, flush=True)
     mark = control.mark()
     delay, longest = SAVE_RETRY_SECONDS
     tries, added = 0, []
@@ -745,9 +748,12 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
         until = time.monotonic() + delay
         while time.monotonic() < until:
             if control.aborted_since(mark):
-                print(f"spacrq: asked to abort, so the final state was not saved: the jobs "
-                      f"that ended since {since} run again on resume", file=sys.stderr,
-                      flush=True)
+                print("spacrq: asked to abort, so the final state was not saved on disk: "
+                      + (f"it is kept in memory ({writer.in_memory}) until the machine "
+                         "restarts, and the first spacrq command that can writes it into the "
+                         "file" if writer.in_memory else
+                         f"the jobs that ended since {since} run again on resume"),
+                      file=sys.stderr, flush=True)
                 return []
             time.sleep(min(0.25, max(0.0, until - time.monotonic())))
         tries += 1

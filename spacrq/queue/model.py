@@ -502,6 +502,9 @@ class Queue:
     #: Whether ``created`` was read from the file (a hand-written one may not say: then it
     #: is made up at every load, and cannot tell this queue from another).
     created_in_file: bool = field(default=True, compare=False, repr=False)
+    #: the copy in memory of a runner's state found when it was read, applied or not (never
+    #: saved; see :mod:`spacrq.queue.memcopy`): the command that folds it removes it
+    memory_copy: str = field(default="", compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.jobs)

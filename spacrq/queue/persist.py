@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from spacrq.queue import memcopy
 from spacrq.queue.edits import take_edits, unapplied_edits
 from spacrq.queue.lastgood import drop_checkpoint
 from spacrq.queue.locks import HeldEditLock, UnsavedFlag, linked_logs, refuse_linked_logs
@@ -103,6 +104,9 @@ class QueueWriter:
         # journal, the file as read holds every transition too (its start write may fail)
         self._written: tuple | None = loaded_key
         self._rescued: str | None = None  # the rescue copy's path, once tried ('' none)
+        # the copy in memory of the state saved nowhere ('' none): a dead runner's, read with
+        # the queue, goes once this runner wrote the file (see spacrq.queue.memcopy)
+        self._in_memory = queue.memory_copy
         self.problem = ""       # why the last write failed ('' once one succeeds)
         self.generation = 0     # counts the merges that changed or added jobs
         self.notes: list[str] = []
@@ -273,6 +277,9 @@ class QueueWriter:
             self.problem = ""
             self._said.clear()
             self._unsaved_flag.set(False)
+        if self._in_memory:  # (on disk now: the copy in memory would only lag behind)
+            memcopy.drop(self.path)
+            self._in_memory = ""
 
     def _outgrown(self, size: int) -> None:
         """A queue in ``"file"`` mode by its size that grew past a bound of it (jobs added
@@ -489,8 +496,18 @@ class QueueWriter:
         rescue = self.rescue()
         where = (f"the final state was written to {rescue} instead (copy it over the queue "
                  "file before resuming, or the jobs that ended since would run again)"
-                 if rescue else "the final state is only in this summary and the runner's log")
+                 if rescue else
+                 f"the final state is kept in memory ({self._in_memory}), which every spacrq "
+                 "command on the queue reads and the first one that can writes into the "
+                 "file; a restart of the machine before then loses it, and the jobs that "
+                 "ended since run again on resume" if self._in_memory else
+                 "the final state is only in this summary and the runner's log")
         return f"{since}; it shows the queue as it was then, and {where}"
+
+    @property
+    def in_memory(self) -> str:
+        """The copy in memory of the state saved nowhere on disk ('' when none is kept)."""
+        return self._in_memory
 
     @property
     def failed_at(self) -> str:
@@ -576,4 +593,7 @@ class QueueWriter:
                   "state in memory, and it is written at the next save that succeeds",
                   file=sys.stderr, flush=True)
         self.problem = reason
-        self._unsaved_flag.set(self.unsaved())
+        unsaved = self.unsaved()
+        self._unsaved_flag.set(unsaved)
+        if unsaved:  # (kept at every failed save, so it follows the state as the night goes)
+            self._in_memory = memcopy.keep(self.queue, self.path, self._key)

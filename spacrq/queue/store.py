@@ -52,6 +52,7 @@ from spacrq.queue.lastgood import (DAMAGED, checkpoint_path, drop_checkpoint, jo
                                    keep_checkpoint, read_checkpoint)
 from spacrq.queue.layout import (JOURNAL_FILE, edit_lock, journal_path, legacy_logs_dir,
                                  logs_dir, runner_names)
+from spacrq.queue import memcopy
 from spacrq.queue.locks import runner_holds
 from spacrq.queue.model import Queue, QueueError
 from spacrq.queue.render import write_queue_file
@@ -186,6 +187,7 @@ def load_queue(path: str | os.PathLike, unique_keys: bool = False) -> Queue:
         else:
             queue = Queue.from_dict(document)
         replay_journal(queue, path)
+        memcopy.take_in(queue, path)  # (a runner's state the disk could not take)
         if recovered is not None:
             queue.recovered_from = str(checkpoint_path(path))
             queue.warnings.append(
@@ -263,7 +265,8 @@ def open_queue(path: str | os.PathLike) -> Queue:
     that cannot be written leaves everything as it was.
     """
     queue = load_queue(path, unique_keys=True)
-    if not (journal_has_lines(path) or queue.recovered_from) or runner_holds(logs_dir(path)):
+    if not (journal_has_lines(path) or queue.recovered_from or queue.memory_copy) \
+            or runner_holds(logs_dir(path)):
         return queue
     try:
         with edit_lock(path):
@@ -272,6 +275,7 @@ def open_queue(path: str | os.PathLike) -> Queue:
             queue = load_queue(path, unique_keys=True)
             queue.journal_seq = max(queue.journal_seq, last_journal_seq(path))
             write_queue_file(queue, path)
+            _written_in_full(path, queue)
             kept = _empty_journal(path, keep=queue.journal_skipped > 0 or queue.journal_foreign)
             if kept is not None:
                 queue.warnings.append(f"the journal, lines that could not be applied "
@@ -281,6 +285,15 @@ def open_queue(path: str | os.PathLike) -> Queue:
         queue.warnings.append(f"the journal could not be folded into {path} "
                               f"({getattr(exc, 'strerror', None) or exc}); it was read instead")
     return queue
+
+
+def _written_in_full(path: str | os.PathLike, queue: Queue) -> None:
+    """After ``queue`` — read with a copy in memory of a dead runner's state, applied or not
+    — was written to ``path`` in full: that copy is in the file now (or was not of it), so
+    it goes, unless a runner holds the queue (the copy is its own then, and it removes it
+    once it saved)."""
+    if queue.memory_copy and not runner_holds(logs_dir(path)):
+        memcopy.drop(path)
 
 
 def _empty_journal(path: str | os.PathLike, keep: bool) -> Path | None:
@@ -316,6 +329,7 @@ def save_queue(queue: Queue, path: str | os.PathLike) -> Path:
     except (OSError, RunFileError) as exc:
         raise QueueError(f"could not write {path} ({getattr(exc, 'strerror', None) or exc}); "
                          f"{write_fix(exc)}") from None
+    _written_in_full(path, queue)
     _checkpoint_superseded(path, queue)
     return written
 
@@ -386,6 +400,7 @@ def edit_queue(path: str | os.PathLike, change, *, create: Queue | None = None,
                                  f"({getattr(exc, 'strerror', None) or exc}); nothing was "
                                  f"changed: {write_fix(exc)}") from None
             if lock.held():  # held from load to the end of the write: nobody overlapped
+                _written_in_full(path, queue)
                 _checkpoint_superseded(path, queue)
                 return queue
     raise QueueError(f"the queue's lock file {logs_dir(path) / 'queue.lock'} keeps being removed "

@@ -16,7 +16,9 @@ succeeds, so it cannot save its final state anywhere and waits.  Once every
 job has run, the space is freed while it waits; its log is copied out
 (``runner.log``) when it has ended.  ``--logged`` is the same night run as
 cron would, ``queue run`` with its output into a log on that disk.  Both
-copy OUTSIDE/ran to OUTSIDE/ran.night once the runner has ended.
+copy OUTSIDE/ran to OUTSIDE/ran.night once the runner has ended.  ``--killed``
+is the pane's night whose runner (and its keeper) is SIGKILLed while it waits
+to save, before the space is freed (its log is not copied out then).
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def _until(condition, what: str, seconds: float = 120.0) -> None:
 
 def main() -> int:
     disk, outside, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-    detached = "--detached" in sys.argv or "--logged" in sys.argv
+    killed = "--killed" in sys.argv
+    detached = killed or "--detached" in sys.argv or "--logged" in sys.argv
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
     fill = disk / "fill"
     filler = ("import sys\nf = open(sys.argv[1], 'wb')\ntry:\n    while True:\n"
@@ -77,13 +80,25 @@ def main() -> int:
         _until(lambda: (ran.exists() and len(ran.read_text().split()) > jobs)
                or (time.monotonic() - began > 10 and not runner_holds(logs)),  # (it died)
                "every job's run")
+        if killed:  # (the OOM killer, a kill -9, a logout: while it waits to save)
+            import psutil
+            from spacrq.queue.locks import flock_holder
+            _until(lambda: flock_holder(logs / "unsaved.lock") is not None,
+                   "the runner's wait to save")
+            runner = psutil.Process(flock_holder(logs / "runner.lock"))
+            for process in (runner.parent(), runner):
+                process.kill()
+            _until(lambda: not runner_holds(logs), "the runner's end")
+            shutil.copy(ran, outside / "ran.night")
+            (outside / "runner.log").write_text("")
         prefill.unlink()  # the operator frees space while the runner waits
         _until(lambda: not runner_holds(logs), "the runner's end")
         if "--logged" in sys.argv:
             cron.wait(timeout=60)
             (outside / "run.txt").write_text(f"exit {cron.returncode}\n")
-        shutil.copy(logs / "runner.log", outside / "runner.log")
-        shutil.copy(ran, outside / "ran.night")
+        if not killed:
+            shutil.copy(logs / "runner.log", outside / "runner.log")
+            shutil.copy(ran, outside / "ran.night")
     else:
         done = subprocess.run(spacrq + ["run", str(queue)], capture_output=True, text=True,
                               timeout=120)

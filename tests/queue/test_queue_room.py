@@ -155,6 +155,19 @@ def test_a_runner_logging_to_a_disk_full_from_the_start_runs_the_night_and_waits
     assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15
 
 
+def test_a_runner_killed_while_it_waits_to_save_leaves_nothing_to_run_again(tmp_path):
+    """The same night on a disk full from the start, its runner and keeper SIGKILLed while
+    they wait to save: the ends of all 15 jobs were in the runner's memory only, and the
+    resume ran every one again. The runner's copy in memory outlives it: the resume reads
+    it, runs nothing, and the file shows every job's end."""
+    run, resume, ran, on_disk = _night_on_a_full_disk(tmp_path, "--killed")
+    every = sorted(["fill"] + [f"j{n}" for n in range(14)])
+    assert sorted((tmp_path / "outside" / "ran.night").read_text().split()) == every, run
+    assert "read from a runner's copy of its state in memory" in resume, resume
+    assert sorted(ran) == every and "nothing left to run" in resume, resume
+    assert [job["status"] for job in on_disk["jobs"]] == ["success"] * 15
+
+
 @linux
 def test_a_run_leaves_room_past_the_exit_record_and_none_past_the_journal(tmp_path):
     """The exit record's room is kept for the next night's lines (never cut back: a keeper

@@ -729,12 +729,14 @@ def test_an_edit_while_the_runners_state_is_saved_nowhere_is_refused_not_lost(
 
 def test_an_edit_that_reached_a_job_already_run_is_said_not_dropped(tmp_path, monkeypatch,
                                                                     capfd):
-    """Where the flag cannot be held (its file could not be made), an edit made to the file
-    while it lagged behind the runner still lands in the file; the runner keeps the job as
-    it ran — and says so in its log and the morning summary, never silently."""
-    from spacrq.queue import locks
+    """Where neither the flag can be held (its file could not be made) nor a copy of the state
+    kept in memory (no private folder there), an edit made to the file while it lagged
+    behind the runner still lands in the file; the runner keeps the job as it ran — and
+    says so in its log and the morning summary, never silently."""
+    from spacrq.queue import locks, memcopy
     from spacrq.queue.edits import edit_job
     monkeypatch.setattr(locks.UnsavedFlag, "set", lambda self, unsaved: None)
+    monkeypatch.setattr(memcopy, "keep", lambda queue, path, seen: "")
     queue, path = _queue(tmp_path, n=3)
     seen: dict = {}
 
@@ -749,3 +751,33 @@ def test_an_edit_that_reached_a_job_already_run_is_said_not_dropped(tmp_path, mo
     note = [n for n in result.notes if "job j1 was edited" in n]
     assert note and "the edit was not applied: duplicate the job" in note[0]
     assert "job j1 was edited" in capfd.readouterr().err
+
+
+def test_a_runner_killed_while_its_state_is_saved_nowhere_leaves_it_in_memory(
+        tmp_path, monkeypatch, capfd):
+    """A disk that takes nothing — not the file, not the journal, not a rescue copy — and a
+    runner that ends while it waits (an abort here; the OOM killer or a kill -9 alike): every
+    job that ended since ran again on resume. Its state is kept in memory meanwhile, every
+    reader sees it, and the resume runs nothing again."""
+    from spacrq.queue.control import Control
+    from spacrq.queue.memcopy import exists
+    from spacrq.queue.resume import resume_queue
+    from spacrq.runfiles import ask
+    queue, path = _queue(tmp_path, n=3)
+    full = {"on": False}
+    full["hook"] = lambda tries: ask(logs_dir(path), stop="abort") if tries == 8 else None
+    _nowhere_to_save(monkeypatch, path, full)
+    ran: list[str] = []
+    result = run_queue(queue, path, wait_to_save=True, control=Control(logs_dir(path)),
+                       loaded_key=store.file_key(path), runner=ok_runner(
+                           lambda job: ran.append(job.id) or (full.update(on=True)
+                                                              if job.id == "j0" else None)))
+    monkeypatch.undo()
+    assert ran == ["j0", "j1", "j2"] and "kept in memory" in result.save_problem
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]][1:] == ["pending"] * 2
+    assert "it is kept in memory" in capfd.readouterr().err
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3  # (status, the pane)
+    again = resume_queue(path, runner=ok_runner(lambda job: ran.append(job.id)))
+    assert ran == ["j0", "j1", "j2"] and again.ok
+    assert [j["status"] for j in json.loads(path.read_text())["jobs"]] == ["success"] * 3
+    assert not exists(path)  # (in the file now)

@@ -1,0 +1,159 @@
+"""The copy in memory of a runner's state that the disk could not take (spacrq.queue.memcopy):
+read by every reader of the queue, folded into the file once, never applied to another file."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from spacrq.queue import Job, Queue, load_queue, memcopy, save_queue
+from spacrq.queue.store import file_key, open_queue
+
+
+def _night(tmp_path, n=3):
+    queue = Queue(name="night", max_consecutive_failures=0)
+    for i in range(n):
+        queue.add(Job(module="command", id=f"j{i}", settings={"argv": ["true"]}))
+    path = tmp_path / "night.queue.json"
+    save_queue(queue, path)
+    return queue, path
+
+
+def _ran(queue, done=("j0",), running=("j1",)):
+    """The runner's state in memory: ``done`` ended well, ``running`` started."""
+    for job in queue.jobs:
+        if job.id in done or job.id in running:
+            job.attempts, job.started = 1, f"2026-12-05T23:0{job.id[1]}:00+00:00"
+            job.log_path = f"/logs/{job.id}.log"
+        if job.id in done:
+            job.status, job.exit_code = "success", 0
+            job.finished = f"2026-12-05T23:0{job.id[1]}:30+00:00"
+        elif job.id in running:
+            job.status = "running"
+
+
+def _on_disk(path):
+    return [job["status"] for job in json.loads(Path(path).read_text())["jobs"]]
+
+
+def test_a_state_saved_nowhere_is_read_from_memory_by_every_reader_and_folded_once(tmp_path):
+    queue, path = _night(tmp_path)
+    _ran(queue)
+    where = memcopy.keep(queue, path, file_key(path))
+    assert where and Path(where).parent == Path(os.environ["SPACRQ_MEMORY_DIR"])
+    assert oct(os.stat(where).st_mode & 0o777) == "0o600"
+    read = load_queue(path)  # (a reader: status, the pane)
+    assert [j.status for j in read.jobs] == ["success", "running", "pending"]
+    assert (read.jobs[0].exit_code, read.jobs[1].started) == (0, queue.jobs[1].started)
+    assert any("read from a runner's copy of its state in memory" in w for w in read.warnings)
+    assert _on_disk(path) == ["pending"] * 3  # (reading writes nothing)
+    opened = open_queue(path)  # (a command: no runner holds it, so it writes the file)
+    assert [j.status for j in opened.jobs] == ["success", "running", "pending"]
+    assert _on_disk(path) == ["success", "running", "pending"]
+    assert not memcopy.exists(path)
+    assert [j.status for j in open_queue(path).jobs] == ["success", "running", "pending"]
+
+
+def test_a_copy_is_never_applied_to_a_file_written_since_by_anything_else(tmp_path):
+    """A template copied over the file (the same ids, even the same ``created``): the copy of
+    last night's state would mark tonight's jobs done. It is not applied, and the next
+    command that writes the file removes it, saying so."""
+    queue, path = _night(tmp_path)
+    _ran(queue)
+    memcopy.keep(queue, path, file_key(path))
+    template = json.loads(path.read_text())
+    path.unlink()
+    path.write_text(json.dumps(template, indent=1))  # (cp template.queue.json night.queue.json)
+    read = load_queue(path)
+    assert [j.status for j in read.jobs] == ["pending"] * 3
+    assert any("written since by something other than spacrq" in w for w in read.warnings)
+    open_queue(path)
+    assert not memcopy.exists(path)  # (not this file's: gone with the command that said so)
+    assert _on_disk(path) == ["pending"] * 3
+
+
+def test_a_copy_only_moves_a_job_forward(tmp_path):
+    queue, path = _night(tmp_path)
+    mine = load_queue(path)
+    mine.jobs[0].status, mine.jobs[0].attempts = "success", 2  # (the file: attempt 2 ended)
+    mine.jobs[1].status, mine.jobs[1].attempts = "running", 1
+    mine.jobs[1].started = "2026-12-05T23:01:00+00:00"
+    save_queue(mine, path)
+    copy = load_queue(path)
+    copy.jobs[0].status, copy.jobs[0].attempts = "running", 1  # behind: an older attempt
+    copy.jobs[1].status, copy.jobs[1].started = "success", "2026-12-05T23:09:00+00:00"  # another start
+    copy.jobs[2].status, copy.jobs[2].attempts = "failed", 1  # ahead
+    copy.jobs[2].started = "2026-12-05T23:02:00+00:00"
+    memcopy.keep(copy, path, file_key(path))
+    read = load_queue(path)
+    assert [(j.status, j.attempts) for j in read.jobs] == [("success", 2), ("running", 1),
+                                                         ("failed", 1)]
+    copy.jobs[1].started = mine.jobs[1].started  # the same attempt, further on: taken
+    memcopy.keep(copy, path, file_key(path))
+    assert load_queue(path).jobs[1].status == "success"
+
+
+def _garbage(kind: str, target: Path, path: Path, queue: Queue) -> None:
+    if kind == "bytes":
+        target.write_bytes(os.urandom(3000))
+    elif kind in ("list", "null", "nan"):
+        target.write_text({"list": "[1, 2]", "null": "null", "nan": '{"jobs": NaN}'}[kind])
+    elif kind == "types":
+        memcopy.keep(queue, path, file_key(path))
+        doc = json.loads(target.read_text())
+        doc["jobs"][0]["set"]["status"] = "done-ish"
+        target.write_text(json.dumps(doc))
+    elif kind == "other file":
+        memcopy.keep(queue, path, file_key(path))
+        doc = json.loads(target.read_text())
+        doc["file"] = "/elsewhere/night.queue.json"
+        target.write_text(json.dumps(doc))
+    elif kind == "deep":
+        target.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "link":
+        decoy = target.with_name("decoy.json")
+        memcopy.keep(queue, path, file_key(path))
+        os.replace(target, decoy)
+        target.symlink_to(decoy)
+    elif kind == "fifo":
+        os.mkfifo(target)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "list", "null", "nan", "types", "other file", "deep",
+                                  "folder", "link", "fifo"])
+def test_garbage_in_the_copys_place_is_never_applied_nor_raised(tmp_path, kind):
+    queue, path = _night(tmp_path)
+    _ran(queue)
+    target = memcopy.copy_path(path, make=True)
+    _garbage(kind, target, path, queue)
+    read = load_queue(path)
+    assert [j.status for j in read.jobs] == ["pending"] * 3
+    assert len([w for w in read.warnings if "copy of a runner's state in memory" in w]) == 1
+    assert [j.status for j in open_queue(path).jobs] == ["pending"] * 3
+    if kind == "link":
+        assert target.with_name("decoy.json").exists()  # (the link went, not what it named)
+
+
+def test_a_copy_is_kept_only_in_a_private_folder_of_the_users(tmp_path, monkeypatch):
+    queue, path = _night(tmp_path)
+    _ran(queue)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    monkeypatch.setenv("SPACRQ_MEMORY_DIR", str(link))
+    assert memcopy.keep(queue, path, file_key(path)) == "" and not list(private.iterdir())
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    monkeypatch.setenv("SPACRQ_MEMORY_DIR", str(shared))
+    assert memcopy.keep(queue, path, file_key(path)) == "" and not list(shared.iterdir())
+    assert [j.status for j in load_queue(path).jobs] == ["pending"] * 3
+    monkeypatch.delenv("SPACRQ_MEMORY_DIR")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))  # (not private: /dev/shm's folder then)
+    place = memcopy.folder()
+    assert place is None or place.parent == Path("/dev/shm")
