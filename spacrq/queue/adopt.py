@@ -360,7 +360,12 @@ def is_job_process(pid: int, job: Job) -> bool:
         env = psutil.Process(pid).environ()
     except (OSError, psutil.Error):
         return False
-    return env.get("SPACRQ_JOB_ID") == job.id and env.get("SPACRQ_JOB_LOG") == job.log_path
+    log = env.get("SPACRQ_JOB_LOG")
+    if env.get("SPACRQ_JOB_ID") != job.id or not isinstance(log, str):
+        return False
+    # (the queue's folder moved since the job started: its log is the same file, elsewhere)
+    return log == job.log_path or (os.path.basename(log) == os.path.basename(job.log_path)
+                                   and _writes_to(pid, job.log_path))
 
 
 #: The modules a process that records a job's end runs (a runner's keeper, a job supervisor).

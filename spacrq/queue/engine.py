@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import sys
 import time
 import traceback
@@ -552,8 +553,32 @@ class _Run:
         return True
 
     # -- a job its dead runner left running ---------------------------------------
+    def _moved_log(self, job: Job) -> None:
+        """A job whose log is named in a folder that is no longer the queue's — the queue and
+        its logs folder were moved, or the share is mounted elsewhere, since it started —
+        while the queue's logs folder holds a log of that name: the log and the exit record
+        are read here (only a plain name joined to the queue's own folder: nothing else is
+        ever read or written), and its log says so."""
+        old = os.path.dirname(job.log_path)
+        name = os.path.basename(job.log_path)
+        if not name or name in (".", "..") or os.path.basename(old) != os.path.basename(
+                self._root) or os.path.realpath(old) == os.path.realpath(self._root):
+            return
+        here = os.path.join(self._root, name)
+        try:
+            if not stat.S_ISREG(os.lstat(here).st_mode):
+                return
+        except OSError:
+            return
+        job.log_path = here
+        adopt.note(job, f"# spacrq: the queue's logs folder was {old} when this attempt "
+                        f"started; it is {self._root} now, where its log and exit record are read")
+        self.persist(job, "log_path")
+
     def take_over(self, i: int, job: Job) -> None:
         """Record, adopt, or (outcome unknown) rerun a job left ``running``: see :mod:`adopt`."""
+        if job.log_path:
+            self._moved_log(job)
         if job.log_path and os.path.realpath(os.path.dirname(job.log_path)) \
                 != os.path.realpath(self._root):  # (nor read, nor written to: not the queue's)
             record = adopt.Record(adopt.UNKNOWN, why=f"its log_path {job.log_path} is not in "

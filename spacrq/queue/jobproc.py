@@ -151,9 +151,15 @@ class Supervisor:
 
     def _ensure(self) -> subprocess.Popen:
         if self.popen is None or self.popen.poll() is not None:
-            self.popen = subprocess.Popen(module_argv("spacrq.queue.supervise"),
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          start_new_session=True, close_fds=True)
+            self.popen = None
+            try:
+                self.popen = subprocess.Popen(module_argv("spacrq.queue.supervise"),
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              start_new_session=True, close_fds=True)
+            except OSError as exc:  # (no process or no descriptor to be had: the job neither)
+                raise JobNotStarted(f"its supervisor process could not be started "
+                                    f"({exc.strerror or exc}); the machine is out of processes "
+                                    "or open files (ulimit -n, ulimit -u)") from None
             self._buffer, self._owed, self._base_env = b"", 0, None
         return self.popen
 
@@ -161,12 +167,13 @@ class Supervisor:
         """Start the supervisor now, so its start-up overlaps the runner's own."""
         try:
             self._ensure()
-        except OSError:
-            pass
+        except JobNotStarted:
+            pass  # (said by the first job that needs it)
 
     def _line(self, timeout: float | None) -> dict | None:
         """The next answer; None when none came within ``timeout``.  :raises SupervisorLost:"""
-        assert self.popen is not None and self.popen.stdout is not None
+        if self.popen is None or self.popen.stdout is None:
+            raise SupervisorLost("the job's supervisor is not running")
         fd = self.popen.stdout.fileno()
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._buffer:
@@ -429,6 +436,8 @@ class ProcessRunner:
                                    f"{outcome}, so that nothing runs unwatched (grace "
                                    f"{grace:g}s)\n")
                 raise
+            except JobNotStarted:  # (from send: no supervisor could be started, so nothing ran
+                raise              # and there is nothing to look for or stop)
             except BaseException:
                 if attempt.ref is None and not attempt.ended:  # named within a moment
                     try:

@@ -136,14 +136,46 @@ def open_journal_file(file: str | os.PathLike, flags: int) -> int:
     return fd
 
 
-def _journal_files(path: str | os.PathLike) -> list[Path]:
+def _journal_files(path: str | os.PathLike, queue: Queue) -> list[Path]:
     files = []
     old = legacy_logs_dir(path)
     if old is not None and (old / JOURNAL_FILE).exists():
         files.append(old / JOURNAL_FILE)
-    if journal_path(path).exists() and runner_names(logs_dir(path), path) is not False:
-        files.append(journal_path(path))  # (the old layout's journal of another file is not)
+    own = journal_path(path)
+    if not own.exists():
+        return files
+    if _has_header(own) or runner_names(logs_dir(path), path) is not False:
+        # (a journal that names its queue was written in the file's own folder — this
+        # layout's — whatever path its runner's record names: the queue's folder may have
+        # been moved or mounted elsewhere since; whether it is this queue's, its first line
+        # says, see foreign())
+        files.append(own)
+    else:  # the old layout's folder shared by two files, and its runner ran the other one
+        queue.journal_foreign = True  # (kept aside when folded, never emptied)
+        queue.warnings.append(
+            f"the journal {own} was not applied: it names no queue, and its runner's record "
+            f"({logs_dir(path) / 'runner.json'}) names another queue file, so it may be that "
+            "file's (the folder was shared by files of one name before spacrq 0.2); if this "
+            "queue was moved here, put its runner.json's \"queue\" back to this file's path")
     return files
+
+
+def _has_header(journal: Path) -> bool:
+    """Whether ``journal``'s first line names the queue it belongs to (see :func:`header_of`)."""
+    try:
+        fd = open_journal_file(journal, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        first = os.pread(fd, 4096, 0).split(b"\n", 1)[0]
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        return is_header(loads(first))
+    except RunFileError:
+        return False
 
 
 def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
@@ -154,7 +186,7 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
     """
     index = {job.id: job for job in queue.jobs}
     applied = 0
-    for journal in _journal_files(path):
+    for journal in _journal_files(path, queue):
         problem = journal_problem(journal)
         if problem:  # (it may hold transitions the file is behind: nothing is read past it)
             raise QueueError(f"{problem}, then run the command again")

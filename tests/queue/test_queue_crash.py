@@ -991,3 +991,82 @@ def test_a_runner_killed_waiting_to_retry_has_written_down_the_attempt_it_saw_en
     assert log().read_text().count("# finished") == 1
     ends = [ln for ln in read_jsonl(exit_record_path(str(log()))) if "exit_code" in ln]
     assert len(ends) == 1
+
+
+@pytest.mark.parametrize("mode", ["file", "journal"])
+def test_a_queue_moved_after_its_runner_died_adopts_its_job_and_reruns_nothing(
+        tmp_path, monkeypatch, mode):
+    """The runner and its keeper SIGKILLed mid-job, then the queue's folder renamed (or the
+    share mounted elsewhere) before the resume. The journal was ignored (its runner's record
+    named the old path), so every job that ended since the last checkpoint ran again, and the
+    running job's log was "not in the queue's logs folder": it ran again too, unsaid. Now the
+    journal is read, the job's log and exit record are found where the folder is now, and
+    the job still running is adopted."""
+    from spacrq.queue.locks import flock_holder
+    monkeypatch.setenv("SPACRQ_QUEUE_DIRECT_MAX_JOBS", "1000" if mode == "file" else "0")
+    night, runs, go = tmp_path / "night", tmp_path / "runs", tmp_path / "go"
+    night.mkdir()
+    jobs = [Job(module="command", id=f"j{i}", settings={"argv": [
+        "sh", "-c", f'echo j{i} >> "$0"', str(runs)]}) for i in range(3)]
+    jobs.append(Job(module="command", id="plate", settings={"argv": [
+        "sh", "-c", 'echo plate >> "$0"; echo $$ > "$0.pid"; while [ ! -e "$1" ]; do '
+                    'sleep 0.02; done', str(runs), str(go)]}))
+    jobs.append(Job(module="command", id="next", settings={"argv": [
+        "sh", "-c", 'echo next >> "$0"', str(runs)]}))
+    path = _queue(night, jobs)
+    ref = start_runner(path)
+    pid = wait_until(lambda: pid_in(tmp_path / "runs.pid"), what="the job to start")
+    keeper = psutil.Process(ref.pid).parent()
+    assert flock_holder(night / "night_logs" / "runner.lock") == ref.pid
+    for process in (keeper.pid, ref.pid):
+        os.kill(process, signal.SIGKILL)
+    reap(ref.pid)
+    moved = tmp_path / "moved"
+    night.rename(moved)  # (the job runs on: its folder moved with it)
+    path = moved / path.name
+    assert [j.status for j in load_queue(path).jobs] == ["success"] * 3 + ["running", "pending"]
+    again = start_runner(path, resume=True)
+    try:
+        log = Path(wait_until(lambda: load_queue(path).jobs[3].log_path.startswith(str(moved))
+                              and load_queue(path).jobs[3].log_path, what="the job's log found"))
+        wait_until(lambda: "adopted at" in log.read_text(), what="the job to be adopted")
+    finally:
+        go.write_text("")
+        reap(again.pid)
+    assert not is_alive(pid)
+    assert runs.read_text().split() == ["j0", "j1", "j2", "plate", "next"]  # each once
+    after = load_queue(path).jobs
+    assert [j.status for j in after] == ["success"] * 3 + ["failed", "success"]
+    # (with its keeper killed too, nothing alive could learn its exit status: failed as of
+    # unknown outcome, never run again, as any adopted job whose keeper died)
+    assert after[3].failure_kind == "OutcomeUnknown" and "is not run again" in log.read_text()
+    assert f"the queue's logs folder was {night / 'night_logs'} when this attempt" \
+        in log.read_text()
+
+
+def test_a_supervisor_that_cannot_be_started_fails_each_job_with_the_reason(tmp_path,
+                                                                           monkeypatch):
+    """No process or descriptor to be had (``ulimit -n`` reached): every job failed as
+    "AssertionError", its log a double traceback, the real cause nowhere. Now each says it
+    in a sentence, nothing is left to look for, and nothing ran."""
+    import errno
+    import subprocess
+    from spacrq.queue import jobproc, run_queue
+    real = subprocess.Popen
+
+    def popen(argv, *args, **kw):
+        if "spacrq.queue.supervise" in argv:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real(argv, *args, **kw)
+
+    monkeypatch.setattr(jobproc.subprocess, "Popen", popen)
+    path = _queue(tmp_path, [_traced(f"j{i}", tmp_path, 0.01) for i in range(2)])
+    supervisor = jobproc.Supervisor()
+    supervisor.warm()  # (quietly: the first job says it)
+    result = run_queue(load_queue(path), path, supervisor=supervisor)
+    jobs = load_queue(path).jobs
+    assert not result.ok and [j.status for j in jobs] == ["failed", "failed"]
+    for job in jobs:
+        assert "its supervisor process could not be started (Too many open files)" in job.error
+        assert "AssertionError" not in job.error
+    assert _trace(tmp_path) == []  # (nothing ran)

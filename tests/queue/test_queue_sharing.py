@@ -157,8 +157,38 @@ def test_the_old_shared_folder_is_read_only_for_the_file_it_names(tmp_path):
         {"seq": 1, "job": "a", "set": {"status": "success", "exit_code": 0}}) + "\n")
     assert load_queue(backup).jobs[0].status == "success"
     assert runner_state(backup)["state"] == "finished"
-    assert load_queue(night).jobs[0].status == "pending"  # night_logs is night's folder now…
+    read = load_queue(night)
+    assert read.jobs[0].status == "pending"  # night_logs is night's folder now…
     assert runner_state(night) is None  # …but what the old layout left there is backup's
+    assert any("was not applied: it names no queue" in w for w in read.warnings)  # (said)
+    from spacrq.queue.store import open_queue
+    open_queue(night)  # (folds nothing of it, and never empties what may be backup's state)
+    assert [p.name for p in old.glob("journal*.jsonl") if p.stat().st_size] != []
+    assert load_queue(night).jobs[0].status == "pending"
+
+
+def test_a_journal_that_names_its_queue_is_read_wherever_its_runner_was_told_it_ran(tmp_path):
+    """This layout's journal begins with the queue it belongs to: a runner's record naming
+    another path (the queue's folder renamed, or the share mounted elsewhere, after a crash)
+    no longer keeps it from being read; another queue copied over the file still does."""
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    night = tmp_path / "night.queue.json"
+    save_queue(queue, night)
+    logs = logs_dir(night)
+    logs.mkdir()
+    write_json(logs / "runner.json", {"pid": 1, "queue": "/mnt/old/night.queue.json",
+                                      "state": "running"})
+    (logs / "journal.jsonl").write_text(
+        json.dumps({"queue": queue.created, "name": "night"}) + "\n" + json.dumps(
+            {"seq": 1, "job": "a", "set": {"status": "success", "exit_code": 0}}) + "\n")
+    assert load_queue(night).jobs[0].status == "success"
+    other = Queue(name="night", created="2020-01-01T00:00:00+00:00")
+    other.add(Job(module="command", id="a", settings={"argv": ["true"]}))
+    night.write_text(json.dumps(other.to_dict()))  # (another queue copied over the file)
+    read = load_queue(night)
+    assert read.jobs[0].status == "pending" and read.journal_seq == 0
+    assert any("written for another queue" in w for w in read.warnings)
 
 
 def test_a_look_at_the_runner_lock_never_makes_a_starting_runner_refuse(tmp_path):
