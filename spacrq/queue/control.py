@@ -45,8 +45,11 @@ class Control:
         if key != self._seen:
             self._seen = key
             value = asked(self.run_dir).get("stop")
-            self._request = value if value in (STOP_AFTER_JOB, ABORT) else None
-            problem = control_problem(self.run_dir) if not value else None
+            known = isinstance(value, str) and value in (STOP_AFTER_JOB, ABORT)
+            self._request = value if known else None
+            problem = control_problem(self.run_dir) if value is None else None if known else (
+                f"{self._file} asks stop={str(value)[:60]!r}, which is neither "
+                f"{STOP_AFTER_JOB!r} nor {ABORT!r}")
             if problem and self.report is not None:
                 self.report(f"{problem}; taken as nothing asked")
         return self._request

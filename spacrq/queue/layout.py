@@ -66,6 +66,34 @@ def runner_names(folder: Path, path: str | os.PathLike) -> bool | None:
         return None
 
 
+def refuse_other_names(path: str | os.PathLike) -> None:
+    """Before a runner starts: a queue file with another name (a hard link to the same file)
+    is refused.  Each name has its own logs folder and locks, so a runner started under
+    each would run every job twice; the checkpoint a runner keeps of the file (a link in
+    its logs folder, see :mod:`spacrq.queue.lastgood`) is not another name.
+
+    :raises QueueError: one sentence with the fix."""
+    from spacrq.queue.model import QueueError
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # (the load says what is wrong with it)
+    others = st.st_nlink - 1
+    for kept in ("last-checkpoint.json", ".last-checkpoint.json.tmp"):
+        try:
+            mine = os.lstat(logs_dir(path) / kept)
+        except OSError:
+            continue
+        if (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
+            others -= 1
+    if others > 0:
+        raise QueueError(f"{path} has {others} other name(s) (a hard link to the same file), "
+                         "and spacrq keeps a queue's state by its file's name, so a runner "
+                         "under each name would run every job twice: remove the other "
+                         f"name(s) (find / -samefile {path}), or copy the file (cp) to make "
+                         "a second queue")
+
+
 def journal_path(path: str | os.PathLike) -> Path:
     return logs_dir(path) / JOURNAL_FILE
 

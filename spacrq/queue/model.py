@@ -118,6 +118,9 @@ def id_problem(job_id: str) -> str:
     if _BAD_ID_CHARS.search(job_id) or ".." in job_id or job_id.startswith("."):
         return (f"job id {job_id!r} contains a path separator, '..', a leading dot or a "
                 "control character; job ids become log file names")
+    if job_id != job_id.strip():  # (' ' is no id to name a job by; 'a ' looks like 'a')
+        return (f"job id {job_id!r} begins or ends with white space, or is nothing else; "
+                "give an id of letters, digits, dashes or dots, like plate-1")
     if len(job_id) > 100:
         return f"job id {job_id[:20]!r}… is longer than 100 characters"
     hidden = next((c for c in job_id if unicodedata.category(c) in _HIDDEN_CATEGORIES), "")

@@ -31,7 +31,7 @@ from spacrq.queue.engine import _UNSET, run_queue
 from spacrq.queue import keeper as keepers
 from spacrq.queue.direct import DirectStarter
 from spacrq.queue.jobproc import Supervisor
-from spacrq.queue.layout import RUNNER_FILE
+from spacrq.queue.layout import RUNNER_FILE, refuse_other_names
 from spacrq.queue.locks import (RUNNER_LOCK_FILE, RunnerLock, flock_holder, linked_logs,
                                 refuse_linked_logs, runner_holds)
 from spacrq.queue.resume import load_for_run
@@ -204,6 +204,7 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
     if not target.is_file():
         load_queue(target)  # raises the one-sentence reason
     refuse_linked_logs(logs_dir(target))  # (before the runner's log is opened in it)
+    refuse_other_names(target)
     state = runner_state(target)
     if state and state.get("alive"):
         raise QueueError(f"this queue is already being run by process {state.get('pid')}; "
@@ -371,6 +372,11 @@ def serve(path: str | os.PathLike, *, resume: bool = False, retry_failed: bool =
     keeper = keepers.kept_by()
     os.environ.pop(keepers.KEEPER_ENV, None)  # (the jobs' environment is the runner's)
     lock = RunnerLock(logs_dir(target), path).acquire()
+    try:
+        refuse_other_names(target)  # (under the lock: a link made meanwhile is seen)
+    except QueueError:
+        lock.release()
+        raise
     if keeper:  # jobs are this process's own children; the keeper records what it leaves
         supervisor: Any = DirectStarter(keeper, fallback=Supervisor())
     else:

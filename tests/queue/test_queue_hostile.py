@@ -34,7 +34,9 @@ def _sentence(capsys, argv, needle=""):
     assert needle in err, err
 
 
-CONTROL = dict(HOSTILE, huge=b'{"stop": "' + b"x" * 200_000 + b'"}')
+CONTROL = dict(HOSTILE, huge=b'{"stop": "' + b"x" * 200_000 + b'"}',
+               stop_list=b'{"stop": ["abort"]}', stop_word=b'{"stop": "later"}',
+               stop_nan=b'{"stop": NaN}', stop_number=b'{"stop": 1}')
 
 
 @pytest.mark.parametrize("name", sorted(CONTROL))
@@ -164,16 +166,24 @@ def test_garbage_anywhere_in_a_queue_file_is_one_sentence_and_exit_2(tmp_path, c
     assert path.read_bytes() == content
 
 
-def test_an_empty_job_id_is_a_validation_error(tmp_path, capsys):
+@pytest.mark.parametrize("jid, said", [("", "cannot be empty"), (" ", "white space"),
+                                       ("\t", "control character"), ("a ", "white space")])
+def test_an_empty_job_id_is_a_validation_error(tmp_path, capsys, jid, said):
+    """An id of white space (`--id " "`) was taken: a job nobody can name."""
     path = tmp_path / "night.queue.json"
-    path.write_text('{"jobs": [{"id": "", "module": "command", "settings": {"argv": ["true"]}}]}')
+    path.write_text(json.dumps({"jobs": [{"id": jid, "module": "command",
+                                          "settings": {"argv": ["true"]}}]}))
     queue = load_queue(path)
-    assert queue.jobs[0].id == ""
+    assert queue.jobs[0].id == jid
     errors = [p for p in validate_queue(queue) if p.is_error]
-    assert errors and "cannot be empty" in errors[0].message
+    assert errors and said in errors[0].message
     assert main(["queue", "validate", str(path)]) == 1
-    with pytest.raises(QueueError, match="cannot be empty"):
+    with pytest.raises(QueueError, match=said):
         run_queue(queue, path, runner=lambda *a: 0)
+    capsys.readouterr()
+    if jid:  # (`--id ""` is no id given: one is made up)
+        _sentence(capsys, ["queue", "add", str(tmp_path / "new.queue.json"), "command", "--id",
+                           jid, "--", "true"], said)
 
 
 def test_run_detach_on_an_invalid_queue_exits_2_and_starts_nothing(tmp_path, capsys):

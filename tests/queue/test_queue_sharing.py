@@ -217,3 +217,31 @@ def test_a_look_at_the_runner_lock_never_makes_a_starting_runner_refuse(tmp_path
             RunnerLock(folder, "night.queue.json").acquire()
     finally:
         os.close(holder)
+
+
+def test_a_queue_file_with_two_names_is_refused_by_every_runner(tmp_path, capsys):
+    """A hard link gives one file two names, each with its own logs folder and locks: two
+    runners started at once, one per name, both ran every job. Now neither starts; the
+    checkpoint a crashed runner keeps of the file (a link in its logs folder) is no name."""
+    from spacrq.queue import QueueError
+    queue = Queue(name="night")
+    queue.add(Job(module="command", id="a", cwd=str(tmp_path),
+                  settings={"argv": ["sh", "-c", "echo a >> runs"]}))
+    night, other = tmp_path / "night.queue.json", tmp_path / "other.queue.json"
+    save_queue(queue, night)
+    os.link(night, other)
+    for name in (night, other):
+        for command in (["queue", "run", str(name)], ["queue", "run", "--detach", str(name)],
+                        ["queue", "resume", str(name)]):
+            assert main(command) == 2
+            err = capsys.readouterr().err
+            assert "has 1 other name(s) (a hard link to the same file)" in err and \
+                err.count("\n") == 1
+        with pytest.raises(QueueError, match="other name"):
+            start_runner(name)
+    assert not (tmp_path / "runs").exists()
+    other.unlink()
+    logs_dir(night).mkdir(exist_ok=True)
+    os.link(night, logs_dir(night) / "last-checkpoint.json")  # (what a crashed runner left)
+    assert main(["queue", "run", str(night)]) == 0
+    assert (tmp_path / "runs").read_text() == "a\n"
