@@ -136,6 +136,13 @@ def drop(path: str | os.PathLike) -> None:
             pass
 
 
+def stamp(path: str | os.PathLike) -> tuple | None:
+    """The copy's change stamp (see :func:`spacrq.runfiles.file_stamp`), None when there is
+    none: a watcher reads the queue again when it changes."""
+    target = copy_path(path)
+    return file_stamp(target) if target is not None else None
+
+
 def exists(path: str | os.PathLike) -> bool:
     target = copy_path(path)
     return target is not None and os.path.lexists(target)

@@ -51,7 +51,7 @@ from typing import Any
 
 from spacrq.modules import ModuleError, describe_module, registry
 from spacrq.problems import Problem
-from spacrq.queue import edits
+from spacrq.queue import edits, memcopy
 from spacrq.queue.aside import keep_unsaved
 from spacrq.queue.control import ABORT, STOP_AFTER_JOB
 from spacrq.queue.locks import runner_holds
@@ -463,6 +463,7 @@ class QueueWatch(WatchBase):
     def _forget(self) -> None:
         """Drop everything known about the file watched (another file, or a fresh read)."""
         self._stamp: Any = _UNREAD
+        self._copy: Any = None  # the stamp of the copy in memory of a runner's state, if any
         self._rows: tuple[Row, ...] = ()
         self._progress = Progress()
         self._runner: dict | None = None
@@ -521,6 +522,9 @@ class QueueWatch(WatchBase):
         of the jobs it names.
         """
         stamp = file_stamp(path)
+        copy = memcopy.stamp(path)  # (a runner's state the disk could not take: read it in)
+        if copy != self._copy:
+            self._copy, self._gap = copy, True
         touched: set[str] = set()
         if stamp != self._stamp and stamp is not None and self._live() and not self._must_reload:
             touched |= self._apply_journal()  # lines written before the checkpoint emptied it

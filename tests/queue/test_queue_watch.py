@@ -813,3 +813,24 @@ def test_a_new_job_whose_id_the_running_file_took_is_added_under_a_fresh_id(tmp_
     assert kept.ok and saved.ids == ["command-1", "command-2", "command-3", "then"]
     assert saved.find("command-3").settings == {"argv": ["echo", "gui"]}
     assert saved.find("then").depends_on == ["command-3"], "its follower follows it"
+
+
+def test_a_runners_state_kept_in_memory_is_shown_as_soon_as_it_is_there(tmp_path):
+    """A runner whose disk takes nothing keeps its state in memory (spacrq.queue.memcopy):
+    the file does not change, so the pane showed the jobs as they were when the disk
+    filled; it reads the queue again whenever that copy changes."""
+    from spacrq.queue import memcopy
+    from spacrq.queue.store import file_key, load_queue
+    path = _saved(tmp_path)
+    watch = _watching(path)
+    mine = load_queue(path)
+    mine.jobs[0].status, mine.jobs[0].attempts = "success", 1
+    mine.jobs[1].status, mine.jobs[1].attempts = "running", 1
+    mine.jobs[1].started = "2026-12-05T23:00:00+00:00"
+    memcopy.keep(mine, path, file_key(path))
+    snap = watch.poll({"path": str(path)})
+    assert _statuses(snap.rows) == ["success", "running", "pending"]
+    assert watch.poll({"path": str(path)}) is None  # (nothing changed since)
+    mine.jobs[1].status = "success"
+    memcopy.keep(mine, path, file_key(path))
+    assert _statuses(watch.poll({"path": str(path)}).rows) == ["success", "success", "pending"]
