@@ -40,20 +40,23 @@ class Closer:
                     self._cond.wait()
                 if not self._fds:
                     return  # (stopping, and nothing left)
-                fd, self._busy = self._fds.popleft(), True
-            _close(fd)
+                fds, self._busy = list(self._fds), True  # (all handed over so far, at once)
+                self._fds.clear()
+            for fd in fds:
+                _close(fd)
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()
 
-    def close_later(self, fd: int) -> None:
-        """Close ``fd`` on the thread (it is the thread's from now on)."""
+    def close_later(self, *fds: int) -> None:
+        """Close ``fds`` on the thread (they are the thread's from now on)."""
         with self._cond:
             if self._thread is not None and not self._stopping:
-                self._fds.append(fd)
+                self._fds.extend(fds)
                 self._cond.notify_all()
                 return
-        _close(fd)
+        for fd in fds:
+            _close(fd)
 
     def drain(self) -> None:
         """Return once every descriptor handed over so far is closed."""

@@ -41,8 +41,12 @@ def render_queue(queue: Queue, parts: list[bytes] | None = None) -> bytes:
                   "notify_command": list(queue.notify_command),
                   "stopped_reason": queue.stopped_reason, "journal_seq": queue.journal_seq})
     jobs = parts if parts is not None else [render_job(job) for job in queue.jobs]
-    body = b'  "jobs": [\n' + b",\n".join(jobs) + b"\n  ]" if jobs else b'  "jobs": []'
-    return head[:-2] + b",\n" + body + b",\n" + tail[2:] + b"\n"
+    # (one join: the bytes are copied once more, not once per piece added — a long
+    # queue's file is hundreds of KB, rewritten at every job)
+    if not jobs:
+        return b"".join((head[:-2], b',\n  "jobs": [],\n', tail[2:], b"\n"))
+    return b"".join((head[:-2], b',\n  "jobs": [\n', b",\n".join(jobs), b"\n  ],\n",
+                     tail[2:], b"\n"))
 
 
 def write_queue_file(queue: Queue, path: str | os.PathLike, *, durable: bool = True,
