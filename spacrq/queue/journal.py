@@ -142,8 +142,12 @@ def _journal_files(path: str | os.PathLike, queue: Queue) -> list[Path]:
     if old is not None and (old / JOURNAL_FILE).exists():
         files.append(old / JOURNAL_FILE)
     own = journal_path(path)
-    if not own.exists():
+    try:
+        st = os.lstat(own)
+    except OSError:
         return files
+    if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+        return files  # (nothing in it to apply, or to warn of)
     if _has_header(own) or runner_names(logs_dir(path), path) is not False:
         # (a journal that names its queue was written in the file's own folder — this
         # layout's — whatever path its runner's record names: the queue's folder may have

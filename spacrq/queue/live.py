@@ -26,7 +26,7 @@ def queue_lines(path: str | os.PathLike, *, now: float | None = None) -> list[st
 
 def _view(path: str | os.PathLike, now: float | None = None) -> tuple[list[str], tuple]:
     """The lines, and the same without their clocks (what a change is: see Frame.key)."""
-    from spacrq.queue.store import load_queue
+    from spacrq.queue.store import load_queue, logs_dir
     from spacrq.queue.summary import log_tail
     try:
         queue = load_queue(path)
@@ -54,7 +54,8 @@ def _view(path: str | os.PathLike, now: float | None = None) -> tuple[list[str],
         took = duration(now - started.timestamp()) if started else "—"
         lines.append(f"running  {i}. {job.id} ({job.module}) for {took}")
         key.append(f"running {i}")
-        last = log_tail(job.log_path, max_lines=1) if job.log_path else []
+        last = log_tail(job.log_path, max_lines=1, within=logs_dir(path)) \
+            if job.log_path else []
         last = [ln for ln in last if not ln.startswith("# ")]
         if last:
             lines.append(f"         {last[-1][:160]}")

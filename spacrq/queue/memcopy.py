@@ -1,40 +1,50 @@
-"""The runner's state in memory, for the one night the disk takes nothing at all.
+"""The runner's state kept where it outlives the runner, for the night the disk takes nothing.
 
 A disk that is full from the start (no room could be kept for the journal)
 or a share that went away refuses the queue file, its journal and the rescue
 copy alike.  The runner then holds the night's ends in its memory only, waits
 to save them, and says so (:func:`spacrq.queue.engine._wait_to_save`).  Were
-it killed meanwhile — the OOM killer, an operator's ``kill -9``, a logout —
-``resume`` would run again every job that ended since.  So while its state
-is saved nowhere on disk the runner keeps a copy of it in memory that
-outlives it: a small JSON file in the user's runtime folder
-(``$XDG_RUNTIME_DIR/spacrq``, else ``/dev/shm/spacrq-UID``; both RAM, so a
-full disk cannot refuse it, and gone with a restart of the machine, which
-ends every job anyway).
+it killed meanwhile — the OOM killer, an operator's ``kill -9`` — ``resume``
+would run again every job that ended since.  So while its state is saved
+nowhere on disk the runner keeps a copy of it in every one of these places
+that takes it (:func:`places`):
+
+* in memory: ``$XDG_RUNTIME_DIR/spacrq`` and ``/dev/shm/spacrq-UID`` (RAM, so a
+  full disk cannot refuse it; gone with a restart of the machine, which ends
+  every job anyway, and perhaps with the user's last logout, which systemd may
+  clear them at);
+* on the user's own disk: ``$XDG_STATE_HOME/spacrq/unsaved`` (survives both,
+  when it is not the disk that is full).
+
+Every reader looks in all of them, whichever environment it runs in (a runner
+started by cron has no ``XDG_RUNTIME_DIR``; a resume from a desktop has).
 
 The copy holds, for every job that ran, its run fields as a journal line
-would, and the *version* of the queue file it is ahead of (the file's inode,
-size and mtime as the runner last read or wrote it).  Every reader of the
-queue applies it as it replays the journal (:func:`take_in`, called by
-:func:`spacrq.queue.store.load_queue`), but only to that very version: a
-file replaced since by anything but spacrq (a copy of a template, a hand
-edit) is another queue's, and the copy is not applied to it (every spacrq
-writer saves the state it read, the copy applied).  It only moves a job
-forward — a later attempt, or the same attempt further on — never back.
-A command that opens the queue with no runner holding it writes the file in
-full and removes the copy (:func:`spacrq.queue.store.open_queue`); the runner
-removes it as soon as a save succeeds.
+would, and the *identity* of the queue file version it is ahead of: device,
+inode, size, mtime and ctime as the runner last read or wrote it (the ctime
+is the one no copy can keep: ``cp -p`` of a template over the file keeps its
+inode and restores its mtime, never its ctime).  Every reader of the queue
+applies it as it replays the journal (:func:`take_in`, called by
+:func:`spacrq.queue.store.load_queue`), but only to that very file: one
+replaced or rewritten since by anything but spacrq is another queue's, and
+the copy is not applied to it (said); the same file under another path (its
+folder renamed) is found by its identity.  It only moves a job forward — a
+later attempt, or the same attempt further on — never back.  A command that
+opens the queue with no runner holding it writes the file in full and removes
+the copy (:func:`spacrq.queue.store.open_queue`); the runner removes it as
+soon as a save succeeds.
 
-Nothing of it is trusted: the folder must be the user's own, not a link, and
+Nothing of it is trusted: each folder must be the user's own, not a link, and
 closed to others; a copy that is not a regular file of the user's, too large,
-not JSON, of another queue file or of the wrong types is not applied (said
-once as a warning) and is removed by the next command that folds.
+not JSON, of another queue or of the wrong types is not applied (said once as
+a warning) and is removed by the next command that folds.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,45 +78,113 @@ def _own_private_folder(folder: Path, make: bool) -> bool:
             and not st.st_mode & 0o077)
 
 
-def folder(make: bool = False) -> Path | None:
-    """Where the copies are kept, or None where no private folder in memory can be had
-    (``SPACRQ_MEMORY_DIR`` names another, for tests)."""
+#: The shared memory folder (a test points it elsewhere).
+SHM = "/dev/shm"
+
+
+def places(make: bool = False) -> list[Path]:
+    """Every private folder where copies are kept, in memory first (``SPACRQ_MEMORY_DIR``
+    names the only one, for tests); made when ``make``."""
     if not hasattr(os, "getuid"):
-        return None
+        return []
     chosen = os.environ.get("SPACRQ_MEMORY_DIR")
     if chosen:
-        return Path(chosen) if _own_private_folder(Path(chosen), make) else None
+        return [Path(chosen)] if _own_private_folder(Path(chosen), make) else []
+    found = []
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _own_private_folder(Path(runtime), False):
-        place = Path(runtime) / "spacrq"
-    elif os.path.isdir("/dev/shm"):
-        place = Path("/dev/shm") / f"spacrq-{os.getuid()}"
-    else:
-        return None
-    return place if _own_private_folder(place, make) else None
+    if runtime and os.path.isabs(runtime) and _own_private_folder(Path(runtime), False):
+        found.append(Path(runtime) / "spacrq")
+    if os.path.isdir(SHM):
+        found.append(Path(SHM) / f"spacrq-{os.getuid()}")
+    from spacrq.autostart import state_dir
+    state = state_dir()
+    if make:
+        try:
+            state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            pass
+    found.append(state / "unsaved")
+    return [place for place in found if _own_private_folder(place, make)]
 
 
-def _name(path: str | os.PathLike) -> str:
+def folder(make: bool = False) -> Path | None:
+    """The first place copies are kept (see :func:`places`), or None."""
+    found = places(make)
+    return found[0] if found else None
+
+
+def _prefix(path: str | os.PathLike) -> str:
+    """The start of the names of the copies of the queue file at ``path`` (its real path's
+    hash); the rest names the file's device and inode, so that the same file under another
+    path — its folder moved — is found by name, nothing read."""
     real = os.path.realpath(path)
-    return f"queue-{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}.json"
+    return f"queue-{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}-"
+
+
+def _name(path: str | os.PathLike, file_id: list[int]) -> str:
+    return f"{_prefix(path)}{file_id[0]}-{file_id[1]}.json"
+
+
+def _listed(place: Path) -> list[str]:
+    try:
+        return [n for n in os.listdir(place) if n.startswith("queue-") and n.endswith(".json")]
+    except OSError:
+        return []
 
 
 def copy_path(path: str | os.PathLike, make: bool = False) -> Path | None:
-    """The copy of the queue file at ``path`` (whether it exists or not), or None."""
-    place = folder(make)
-    return place / _name(path) if place is not None else None
+    """Where the first place keeps the copy of the queue file at ``path`` as it is now."""
+    place, file_id = folder(make), identity(path)
+    return place / _name(path, file_id) if place is not None and file_id else None
+
+
+def identity(path: str | os.PathLike, seen: tuple | None = None) -> list[int] | None:
+    """The file's identity (device, inode, size, mtime, ctime); with ``seen`` (a
+    :func:`~spacrq.runfiles.file_stamp`), None unless the file still is that version."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if seen is not None and tuple(seen) != (st.st_ino, st.st_size, st.st_mtime_ns):
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
-    """Write (replace) the copy of ``queue``'s state, ahead of the file version ``seen``;
-    its path, or '' when it cannot be kept (no private folder in memory, no version)."""
-    target = copy_path(path, make=True)
-    if target is None or seen is None:
+    """Write (replace) the copy of ``queue``'s state, ahead of the file version ``seen``, in
+    every place that takes it; the first path written, or '' when none could be (no private
+    folder, the file changed since the runner last saw it)."""
+    file_id = identity(path, seen) if seen is not None else None
+    if file_id is None:
         return ""
     jobs = [{"job": job.id, "seq": 1, "set": {name: getattr(job, name) for name in RUN_FIELDS}}
             for job in queue.jobs if job.id and job.status not in RESUMABLE_STATUSES]
-    data = dumps({FORMAT: 1, "file": os.path.realpath(path), "queue": queue.created,
-                  "seen": list(seen), "written_at": now_iso(), "jobs": jobs}).encode()
+    data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": queue.created,
+                  "identity": file_id, "written_at": now_iso(), "jobs": jobs}).encode()
+    kept, name = "", _name(path, file_id)
+    for place in places(make=True):
+        if _write(place / name, data) and not kept:
+            kept = str(place / name)
+        _prune(place, _prefix(path), name)
+    return kept
+
+
+#: A copy left this long (a queue deleted while its state was kept) is removed.
+STALE_SECONDS = 30 * 24 * 3600.0
+
+
+def _prune(place: Path, prefix: str, current: str) -> None:
+    """Remove the copies of this queue's older file versions, and any copy a month old."""
+    for name in _listed(place):
+        try:
+            if name != current and (name.startswith(prefix) or time.time()
+                                    - os.lstat(place / name).st_mtime > STALE_SECONDS):
+                os.unlink(place / name)
+        except OSError:
+            pass
+
+
+def _write(target: Path, data: bytes) -> bool:
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
@@ -122,30 +200,35 @@ def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
             os.unlink(temp)
         except OSError:
             pass
-        return ""
-    return str(target)
+        return False
+    return True
 
 
-def drop(path: str | os.PathLike) -> None:
-    """Remove the copy of the queue at ``path`` (its state is on disk now)."""
-    target = copy_path(path)
-    if target is not None:
-        try:
-            os.unlink(target)
-        except OSError:
-            pass
+def drop(path: str | os.PathLike, also: str = "") -> None:
+    """Remove the copies of the queue at ``path`` (its state is on disk now), and ``also``
+    (a copy of it found under another path's name: its folder was moved)."""
+    prefix, found = _prefix(path), places()
+    for place in found:
+        for name in _listed(place):
+            if name.startswith(prefix) or (also and place / name == Path(also)):
+                try:
+                    os.unlink(place / name)
+                except OSError:
+                    pass
 
 
 def stamp(path: str | os.PathLike) -> tuple | None:
-    """The copy's change stamp (see :func:`spacrq.runfiles.file_stamp`), None when there is
-    none: a watcher reads the queue again when it changes."""
-    target = copy_path(path)
-    return file_stamp(target) if target is not None else None
+    """What changes when a copy of the queue at ``path`` is written or removed, None when
+    there is none: a watcher reads the queue again when it changes."""
+    prefix = _prefix(path)
+    stamps = tuple((name, file_stamp(place / name)) for place in places()
+                   for name in _listed(place) if name.startswith(prefix))
+    return stamps or None
 
 
 def exists(path: str | os.PathLike) -> bool:
-    target = copy_path(path)
-    return target is not None and os.path.lexists(target)
+    prefix = _prefix(path)
+    return any(name.startswith(prefix) for place in places() for name in _listed(place))
 
 
 def _read(target: Path) -> Any:
@@ -180,28 +263,58 @@ def _ahead(record: dict, attempts: int, status: str, started: str) -> bool:
     return new_rank > mine and (mine == 0 or record.get("started", started) == started)
 
 
+def _copies(path: str | os.PathLike, file_id: list[int] | None) -> tuple[list[Path], list[Path]]:
+    """``(the copies named after this path, those of this very file named after another
+    path — its folder was moved since)`` in every place."""
+    mine, moved = [], []
+    prefix = _prefix(path)
+    suffix = f"-{file_id[0]}-{file_id[1]}.json" if file_id else None
+    for place in places():
+        for name in _listed(place):
+            if name.startswith(prefix):
+                mine.append(place / name)
+            elif suffix is not None and name.endswith(suffix):
+                moved.append(place / name)
+    return mine, moved
+
+
 def take_in(queue: Queue, path: str | os.PathLike) -> int:
-    """Apply the copy in memory of ``path``'s queue (when there is one, and it is ahead of
-    this very version of the file) to ``queue``, read from that file; the jobs moved on.
-    What keeps it from being applied is a warning of ``queue``'s, and ``queue.memory_copy``
-    is set to the copy's path whenever one is there (applied or not) for the folding
-    command to remove."""
-    target = copy_path(path)
-    if target is None or not os.path.lexists(target):
+    """Apply a copy of ``path``'s queue state kept by a runner (when there is one, and it is
+    ahead of this very file) to ``queue``, read from that file; the jobs moved on.  What
+    keeps a copy of this path from being applied is a warning of ``queue``'s;
+    ``queue.memory_copy`` is set to the copy found (applied or not) for the folding command
+    to remove."""
+    here = identity(path)
+    mine, others = _copies(path, here)
+    if not mine and not others:
         return 0
+    best: tuple[str, dict, Path] | None = None
+    said = ""
+    for target in mine + others:
+        try:
+            doc = _read(target)
+        except (OSError, RunFileError) as exc:
+            if target in mine:
+                said = said or (f"a copy of a runner's state ({target}) could not be read "
+                                f"({getattr(exc, 'strerror', None) or exc}); it was not "
+                                "applied")
+            continue
+        problem = _problem(doc, path, queue, here)
+        if problem:
+            if target in mine:
+                said = said or (f"a copy of a runner's state ({target}) was not applied: "
+                                f"{problem}")
+            continue
+        if best is None or str(doc.get("written_at")) > best[0]:
+            best = (str(doc.get("written_at")), doc, target)
+    if mine:
+        queue.memory_copy = str(mine[0])
+    if best is None:
+        if said:
+            queue.warnings.append(said)
+        return 0
+    doc, target = best[1], best[2]
     queue.memory_copy = str(target)
-    try:
-        doc = _read(target)
-    except (OSError, RunFileError) as exc:
-        queue.warnings.append(f"a copy of a runner's state in memory ({target}) could not be "
-                              f"read ({getattr(exc, 'strerror', None) or exc}); it was not "
-                              "applied")
-        return 0
-    problem = _problem(doc, path, queue)
-    if problem:
-        queue.warnings.append(f"a copy of a runner's state in memory ({target}) was not "
-                              f"applied: {problem}")
-        return 0
     index = {job.id: job for job in queue.jobs}
     moved = 0
     for record in doc["jobs"]:
@@ -214,23 +327,20 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
                     list(value) if isinstance(value, list) else value)
         moved += 1
     if moved:
-        queue.warnings.append(f"{moved} job(s) were read from a runner's copy of its state in "
-                              f"memory ({target}): the disk could not take it then")
+        queue.warnings.append(f"{moved} job(s) were read from a runner's copy of its state "
+                              f"({target}): the disk could not take it then")
     return moved
 
 
-def _problem(doc: Any, path: str | os.PathLike, queue: Queue) -> str:
-    """Why the copy ``doc`` does not apply to this version of the file, or ''."""
-    if not isinstance(doc, dict) or doc.get(FORMAT) != 1 or not isinstance(doc.get("jobs"), list):
+def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | None) -> str:
+    """Why the copy ``doc`` does not apply to the file at ``path`` (identity ``here``), or ''."""
+    if not isinstance(doc, dict) or doc.get(FORMAT) != 2 or not isinstance(doc.get("jobs"), list):
         return "it is not such a copy"
-    if doc.get("file") != os.path.realpath(path):
-        return "it is of another queue file"
     if queue.created_in_file and doc.get("queue") != queue.created:
         return "it is of another queue (the file was replaced by another queue since)"
-    seen = doc.get("seen")
-    if not isinstance(seen, list) or tuple(seen) != file_stamp(path):
-        return ("the file was written since by something other than spacrq, so the copy "
-                "may not belong to it")
+    if here is None or doc.get("identity") != here:
+        return ("the file was written since by something other than spacrq (a copy over it, "
+                "an edit), so the copy may not belong to it")
     bad = next((transition_problem(r) for r in doc["jobs"] if transition_problem(r)), "")
     if bad:
         return f"a job of it is wrong ({bad})"

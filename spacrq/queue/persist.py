@@ -278,7 +278,7 @@ class QueueWriter:
             self._said.clear()
             self._unsaved_flag.set(False)
         if self._in_memory:  # (on disk now: the copy in memory would only lag behind)
-            memcopy.drop(self.path)
+            memcopy.drop(self.path, also=self._in_memory)
             self._in_memory = ""
 
     def _outgrown(self, size: int) -> None:

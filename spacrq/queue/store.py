@@ -293,7 +293,7 @@ def _written_in_full(path: str | os.PathLike, queue: Queue) -> None:
     it goes, unless a runner holds the queue (the copy is its own then, and it removes it
     once it saved)."""
     if queue.memory_copy and not runner_holds(logs_dir(path)):
-        memcopy.drop(path)
+        memcopy.drop(path, also=queue.memory_copy)
 
 
 def _empty_journal(path: str | os.PathLike, keep: bool) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import re
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,16 +24,30 @@ _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|F
 _NAMED = re.compile(r"^(?P<type>[A-Za-z_]\w*):\s*(?P<msg>.+)$")
 
 
-def log_tail(log_path: str | Path, max_lines: int = 40, max_bytes: int = 16384) -> list[str]:
-    """The last non-empty lines of a log, reading at most ``max_bytes`` from its end."""
+def log_tail(log_path: str | Path, max_lines: int = 40, max_bytes: int = 16384,
+             within: str | Path | None = None) -> list[str]:
+    """The last non-empty lines of a log, reading at most ``max_bytes`` from its end.
+
+    A job's log is named in the queue file, which anybody may have written: it is read
+    only when it is a regular file (never through a link in its place, never waiting on a
+    pipe) and, with ``within`` (the queue's logs folder), only from that very folder."""
+    if within is not None and os.path.realpath(os.path.dirname(os.path.abspath(log_path))) \
+            != os.path.realpath(within):
+        return []
     try:
-        with open(log_path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read()
+        fd = os.open(log_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return []
+        data = os.pread(fd, max_bytes, max(0, st.st_size - max_bytes))
     except OSError:
         return []
+    finally:
+        os.close(fd)
     lines = [ln.rstrip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
     return lines[-max_lines:]
 

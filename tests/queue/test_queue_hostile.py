@@ -296,3 +296,49 @@ def test_a_garbled_file_is_refused_without_making_its_logs_folder(tmp_path, caps
         else ["queue", action[0], str(path), *action[1:]]
     _sentence(capsys, argv, "not valid JSON")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["night.queue.json"]
+
+
+def _left_running_with_log(tmp_path, log_path):
+    """A night whose job j0 ran (and failed, exit 3) and whose file was then written to say
+    it is still running, its log ``log_path(logs folder)``: what a hand or a script can do."""
+    import os
+    path = tmp_path / "night.queue.json"
+    queue = Queue(name="night", max_consecutive_failures=0)
+    queue.add(Job(module="command", id="j0", settings={"argv": ["sh", "-c", "exit 3"]}))
+    save_queue(queue, path)
+    assert main(["queue", "run", str(path)]) == 1
+    doc = json.loads(path.read_text())
+    job = doc["jobs"][0]
+    job.update(status="running", log_path=str(log_path(logs_dir(path))))
+    for key in ("finished", "exit_code", "error", "failure_kind"):
+        job.pop(key, None)
+    path.write_text(json.dumps(doc))
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("error: SECRET-FROM-OUTSIDE\n")
+    os.symlink(secret, logs_dir(path) / "evil.log")
+    os.mkfifo(logs_dir(path) / "fifo.log")
+    return path
+
+
+@pytest.mark.parametrize("where", ["link", "outside", "fifo", "through a linked folder"])
+def test_a_jobs_log_named_anywhere_is_read_only_in_the_queues_own_folder(tmp_path, capsys,
+                                                                         where):
+    """A running job's log, as the file names it, was read wherever it pointed: through a
+    link in the logs folder (its last line became the job's error, in the file and the
+    summary), outside it (`status --follow` showed it), and a FIFO there hung `resume`
+    and `status --follow` for ever, holding the queue."""
+    import os
+    from spacrq.queue.live import queue_lines
+    names = {"link": lambda logs: logs / "evil.log",
+             "outside": lambda logs: logs.parent / "outside" / "secret.txt",
+             "fifo": lambda logs: logs / "fifo.log",
+             "through a linked folder": lambda logs: logs / "sub" / "secret.txt"}
+    path = _left_running_with_log(tmp_path, names[where])
+    os.symlink(tmp_path / "outside", logs_dir(path) / "sub")
+    assert not any("SECRET" in line for line in queue_lines(path))  # (status --follow)
+    done = subprocess.run([sys.executable, "-m", "spacrq", "queue", "resume", str(path)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert "SECRET" not in done.stdout + done.stderr and "Traceback" not in done.stderr
+    job = json.loads(path.read_text())["jobs"][0]
+    assert job["status"] == "failed" and "SECRET" not in job["error"]

@@ -12,6 +12,15 @@ from spacrq.queue import Job, Queue, load_queue, memcopy, save_queue
 from spacrq.queue.store import file_key, open_queue
 
 
+@pytest.fixture(autouse=True)
+def private_places(tmp_path, monkeypatch):
+    """Each test its own place for copies (the garbage one test leaves is no other's)."""
+    place = tmp_path / "memory"
+    place.mkdir(mode=0o700)
+    monkeypatch.setenv("SPACRQ_MEMORY_DIR", str(place))
+    return place
+
+
 def _night(tmp_path, n=3):
     queue = Queue(name="night", max_consecutive_failures=0)
     for i in range(n):
@@ -47,7 +56,7 @@ def test_a_state_saved_nowhere_is_read_from_memory_by_every_reader_and_folded_on
     read = load_queue(path)  # (a reader: status, the pane)
     assert [j.status for j in read.jobs] == ["success", "running", "pending"]
     assert (read.jobs[0].exit_code, read.jobs[1].started) == (0, queue.jobs[1].started)
-    assert any("read from a runner's copy of its state in memory" in w for w in read.warnings)
+    assert any("read from a runner's copy of its state" in w for w in read.warnings)
     assert _on_disk(path) == ["pending"] * 3  # (reading writes nothing)
     opened = open_queue(path)  # (a command: no runner holds it, so it writes the file)
     assert [j.status for j in opened.jobs] == ["success", "running", "pending"]
@@ -108,7 +117,7 @@ def _garbage(kind: str, target: Path, path: Path, queue: Queue) -> None:
     elif kind == "other file":
         memcopy.keep(queue, path, file_key(path))
         doc = json.loads(target.read_text())
-        doc["file"] = "/elsewhere/night.queue.json"
+        doc["identity"][1] += 1  # (another inode: another file of the same name)
         target.write_text(json.dumps(doc))
     elif kind == "deep":
         target.write_text("[" * 100_000 + "]" * 100_000)
@@ -132,7 +141,7 @@ def test_garbage_in_the_copys_place_is_never_applied_nor_raised(tmp_path, kind):
     _garbage(kind, target, path, queue)
     read = load_queue(path)
     assert [j.status for j in read.jobs] == ["pending"] * 3
-    assert len([w for w in read.warnings if "copy of a runner's state in memory" in w]) == 1
+    assert len([w for w in read.warnings if "copy of a runner's state" in w]) == 1
     assert [j.status for j in open_queue(path).jobs] == ["pending"] * 3
     if kind == "link":
         assert target.with_name("decoy.json").exists()  # (the link went, not what it named)
@@ -153,7 +162,51 @@ def test_a_copy_is_kept_only_in_a_private_folder_of_the_users(tmp_path, monkeypa
     monkeypatch.setenv("SPACRQ_MEMORY_DIR", str(shared))
     assert memcopy.keep(queue, path, file_key(path)) == "" and not list(shared.iterdir())
     assert [j.status for j in load_queue(path).jobs] == ["pending"] * 3
+
+
+def test_every_reader_finds_the_copy_whatever_its_environment_and_after_a_logout(
+        tmp_path, monkeypatch):
+    """A runner started by cron (no XDG_RUNTIME_DIR) kept its copy in /dev/shm; a resume from
+    a desktop session looked only in $XDG_RUNTIME_DIR and ran every job again. The copy is
+    kept in every place that takes it, memory and the user's own disk, and looked for in
+    all of them; the one on disk outlives a logout that clears the memory ones."""
+    queue, path = _night(tmp_path)
+    _ran(queue)
     monkeypatch.delenv("SPACRQ_MEMORY_DIR")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))  # (not private: /dev/shm's folder then)
-    place = memcopy.folder()
-    assert place is None or place.parent == Path("/dev/shm")
+    shm, runtime, state = tmp_path / "shm", tmp_path / "run", tmp_path / "state"
+    shm.mkdir()
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setattr(memcopy, "SHM", str(shm))
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # (cron)
+    assert memcopy.keep(queue, path, file_key(path))
+    kept = sorted(p.parent for p in tmp_path.rglob("queue-*.json"))
+    assert kept == [shm / f"spacrq-{os.getuid()}", state / "spacrq" / "unsaved"]
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # (the desktop's resume)
+    assert [j.status for j in load_queue(path).jobs] == ["success", "running", "pending"]
+    for copy in (shm / f"spacrq-{os.getuid()}").iterdir():  # (a logout's RemoveIPC)
+        copy.unlink()
+    assert [j.status for j in load_queue(path).jobs] == ["success", "running", "pending"]
+    open_queue(path)
+    assert not list(tmp_path.rglob("queue-*.json")) and _on_disk(path)[:2] == ["success",
+                                                                                "running"]
+
+
+def test_a_copy_follows_its_file_when_the_folder_is_renamed_never_a_copy_of_it(tmp_path):
+    """The queue's folder renamed in the morning (to a disk with room, on the same one): the
+    copy was named after the old path, and every job ran again. It is found by the file's
+    own identity; a copy of the file (cp -p keeps the mtime, cp -a the content) is not it."""
+    queue, path = _night(tmp_path / "night" if (tmp_path / "night").mkdir() is None else None)
+    _ran(queue)
+    memcopy.keep(queue, path, file_key(path))
+    (tmp_path / "night").rename(tmp_path / "moved")
+    moved = tmp_path / "moved" / path.name
+    assert [j.status for j in load_queue(moved).jobs] == ["success", "running", "pending"]
+    import shutil
+    template = tmp_path / "template.queue.json"
+    shutil.copy2(moved, template)  # (cp -p: its mtime kept)
+    (tmp_path / "moved").rename(tmp_path / "night")  # (back where it was: the copy's name)
+    shutil.copy2(template, path)  # (cp -p template night.queue.json: in place, mtime kept)
+    read = load_queue(path)
+    assert [j.status for j in read.jobs] == ["pending"] * 3
+    assert any("written since by something other than spacrq" in w for w in read.warnings)
