@@ -121,8 +121,39 @@ def _prefix(path: str | os.PathLike) -> str:
     return f"queue-{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}-"
 
 
-def _name(path: str | os.PathLike, file_id: list[int]) -> str:
-    return f"{_prefix(path)}{file_id[0]}-{file_id[1]}.json"
+def _created(queue: Queue) -> str:
+    """The queue's ``created`` as its file says it ('' where a hand-written file does not)."""
+    return queue.created if queue.created_in_file else ""
+
+
+def _carried(created: str, file_id: list[int]) -> str:
+    """What a copy of the file to another disk keeps of it (``mv`` or ``cp -a`` across
+    filesystems: a new device, inode and ctime, the same queue, size and mtime), hashed."""
+    key = f"{created}|{file_id[2]}|{file_id[3]}".encode("utf-8", "surrogateescape")
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+def _name(path: str | os.PathLike, file_id: list[int], created: str) -> str:
+    return f"{_prefix(path)}{file_id[0]}-{file_id[1]}-{_carried(created, file_id)}.json"
+
+
+def _content(path: str | os.PathLike) -> str:
+    """The sha256 of the file's bytes ('' when it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 def _listed(place: Path) -> list[str]:
@@ -132,10 +163,11 @@ def _listed(place: Path) -> list[str]:
         return []
 
 
-def copy_path(path: str | os.PathLike, make: bool = False) -> Path | None:
-    """Where the first place keeps the copy of the queue file at ``path`` as it is now."""
+def copy_path(path: str | os.PathLike, created: str, make: bool = False) -> Path | None:
+    """Where the first place keeps the copy of the queue (``created``) whose file is at
+    ``path``, as the file is now."""
     place, file_id = folder(make), identity(path)
-    return place / _name(path, file_id) if place is not None and file_id else None
+    return place / _name(path, file_id, created) if place is not None and file_id else None
 
 
 def identity(path: str | os.PathLike, seen: tuple | None = None) -> list[int] | None:
@@ -160,8 +192,9 @@ def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
     jobs = [{"job": job.id, "seq": 1, "set": {name: getattr(job, name) for name in RUN_FIELDS}}
             for job in queue.jobs if job.id and job.status not in RESUMABLE_STATUSES]
     data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": queue.created,
-                  "identity": file_id, "written_at": now_iso(), "jobs": jobs}).encode()
-    kept, name = "", _name(path, file_id)
+                  "identity": file_id, "content": _content(path), "written_at": now_iso(),
+                  "jobs": jobs}).encode()
+    kept, name = "", _name(path, file_id, _created(queue))
     for place in places(make=True):
         if _write(place / name, data) and not kept:
             kept = str(place / name)
@@ -208,9 +241,10 @@ def drop(path: str | os.PathLike, also: str = "") -> None:
     """Remove the copies of the queue at ``path`` (its state is on disk now), and ``also``
     (a copy of it found under another path's name: its folder was moved)."""
     prefix, found = _prefix(path), places()
+    twin = os.path.basename(also) if also and Path(also).parent in found else None
     for place in found:
         for name in _listed(place):
-            if name.startswith(prefix) or (also and place / name == Path(also)):
+            if name.startswith(prefix) or name == twin:  # (the copy found, in every place)
                 try:
                     os.unlink(place / name)
                 except OSError:
@@ -263,17 +297,19 @@ def _ahead(record: dict, attempts: int, status: str, started: str) -> bool:
     return new_rank > mine and (mine == 0 or record.get("started", started) == started)
 
 
-def _copies(path: str | os.PathLike, file_id: list[int] | None) -> tuple[list[Path], list[Path]]:
-    """``(the copies named after this path, those of this very file named after another
-    path — its folder was moved since)`` in every place."""
+def _copies(path: str | os.PathLike, file_id: list[int] | None,
+            created: str) -> tuple[list[Path], list[Path]]:
+    """``(the copies named after this path, those named after another path that may be of
+    this file — its folder moved since, on its disk or to another)`` in every place."""
     mine, moved = [], []
     prefix = _prefix(path)
-    suffix = f"-{file_id[0]}-{file_id[1]}.json" if file_id else None
+    same = f"-{file_id[0]}-{file_id[1]}-" if file_id else None
+    carried = f"-{_carried(created, file_id)}.json" if file_id else None
     for place in places():
         for name in _listed(place):
             if name.startswith(prefix):
                 mine.append(place / name)
-            elif suffix is not None and name.endswith(suffix):
+            elif same is not None and (same in name or name.endswith(carried)):
                 moved.append(place / name)
     return mine, moved
 
@@ -285,7 +321,7 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
     ``queue.memory_copy`` is set to the copy found (applied or not) for the folding command
     to remove."""
     here = identity(path)
-    mine, others = _copies(path, here)
+    mine, others = _copies(path, here, _created(queue))
     if not mine and not others:
         return 0
     best: tuple[str, dict, Path] | None = None
@@ -299,7 +335,7 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
                                 f"({getattr(exc, 'strerror', None) or exc}); it was not "
                                 "applied")
             continue
-        problem = _problem(doc, path, queue, here)
+        problem = _problem(doc, path, queue, here, moved=target not in mine)
         if problem:
             if target in mine:
                 said = said or (f"a copy of a runner's state ({target}) was not applied: "
@@ -332,13 +368,24 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
     return moved
 
 
-def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | None) -> str:
-    """Why the copy ``doc`` does not apply to the file at ``path`` (identity ``here``), or ''."""
+def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | None,
+             moved: bool = False) -> str:
+    """Why the copy ``doc`` does not apply to the file at ``path`` (identity ``here``), or ''.
+
+    Named after another path (``moved``), it applies to the same file moved on its disk
+    (the same identity), or to the file moved to another disk: the path it was kept for is
+    gone, and the file there now has the same size, mtime and bytes as the one the runner
+    last saw, of the same queue (a template copied anywhere else leaves the queue file in
+    its place, or is copied over it: never the same identity, see the module)."""
     if not isinstance(doc, dict) or doc.get(FORMAT) != 2 or not isinstance(doc.get("jobs"), list):
         return "it is not such a copy"
     if queue.created_in_file and doc.get("queue") != queue.created:
         return "it is of another queue (the file was replaced by another queue since)"
-    if here is None or doc.get("identity") != here:
+    kept = doc.get("identity")
+    if here is None or (kept != here and not (
+            moved and isinstance(kept, list) and len(kept) == 5 and kept[2:4] == here[2:4]
+            and isinstance(doc.get("file"), str) and not os.path.lexists(doc["file"])
+            and doc.get("content") and doc.get("content") == _content(path))):
         return ("the file was written since by something other than spacrq (a copy over it, "
                 "an edit), so the copy may not belong to it")
     bad = next((transition_problem(r) for r in doc["jobs"] if transition_problem(r)), "")

@@ -137,7 +137,7 @@ def _garbage(kind: str, target: Path, path: Path, queue: Queue) -> None:
 def test_garbage_in_the_copys_place_is_never_applied_nor_raised(tmp_path, kind):
     queue, path = _night(tmp_path)
     _ran(queue)
-    target = memcopy.copy_path(path, make=True)
+    target = memcopy.copy_path(path, queue.created, make=True)
     _garbage(kind, target, path, queue)
     read = load_queue(path)
     assert [j.status for j in read.jobs] == ["pending"] * 3
@@ -210,3 +210,26 @@ def test_a_copy_follows_its_file_when_the_folder_is_renamed_never_a_copy_of_it(t
     read = load_queue(path)
     assert [j.status for j in read.jobs] == ["pending"] * 3
     assert any("written since by something other than spacrq" in w for w in read.warnings)
+
+
+def test_a_copy_follows_its_file_moved_to_another_disk_never_a_template_beside_it(tmp_path):
+    """The morning's fix for a full disk: the project moved to a disk with room (`mv` across
+    filesystems is a copy and a removal: a new inode and ctime, the same bytes and mtime).
+    The copy is found for the file there; a template copied elsewhere while the queue file
+    is still in its place is not taken for it."""
+    import shutil
+    (tmp_path / "night").mkdir()
+    queue, path = _night(tmp_path / "night")
+    template = tmp_path / "template.queue.json"
+    shutil.copy2(path, template)  # (cp -p, before the night: the same bytes and mtime)
+    _ran(queue)
+    memcopy.keep(queue, path, file_key(path))
+    read = load_queue(template)
+    assert [j.status for j in read.jobs] == ["pending"] * 3  # (the queue file is still there)
+    shutil.copytree(tmp_path / "night", tmp_path / "elsewhere")  # (mv to another disk)
+    shutil.rmtree(tmp_path / "night")
+    moved = tmp_path / "elsewhere" / path.name
+    assert [j.status for j in load_queue(moved).jobs] == ["success", "running", "pending"]
+    open_queue(moved)
+    assert not list((tmp_path / "memory").iterdir())  # (folded: the copy named after the old path went)
+    assert [j.status for j in load_queue(template).jobs] == ["pending"] * 3
