@@ -758,9 +758,9 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
         return []
     since = writer.failed_at
     lost = (f"the jobs that ended since {since} would run again on resume" if not
-            writer.in_memory else f"its copy in memory ({writer.in_memory}) would then be all "
-            f"there is of the jobs that ended since {since}: spacrq commands read it, but a "
-            "restart of the machine loses it, and they would run again on resume")
+            writer.in_memory else f"its copy ({writer.in_memory}) would then be all there is "
+            f"of the jobs that ended since {since}: spacrq commands read it, but a restart of "
+            "the machine may lose it, and they would then run again on resume")
     print(f"spacrq: the queue's final state could not be saved on disk ({writer.problem}): "
           "it is only in memory, so the runner keeps trying, every few seconds, "
           "until it can be (free space on the disk, bring the share back) or until it is "
@@ -774,9 +774,9 @@ def _wait_to_save(run: "_Run", release_lock: Callable[[], None] | None,
         while time.monotonic() < until:
             if control.aborted_since(mark):
                 print("spacrq: asked to abort, so the final state was not saved on disk: "
-                      + (f"it is kept in memory ({writer.in_memory}) until the machine "
-                         "restarts, and the first spacrq command that can writes it into the "
-                         "file" if writer.in_memory else
+                      + (f"it is kept as {writer.in_memory}, which spacrq commands read "
+                         "and the first that can writes into the file (a restart of the "
+                         "machine may lose it)" if writer.in_memory else
                          f"the jobs that ended since {since} run again on resume"),
                       file=sys.stderr, flush=True)
                 return []

@@ -497,16 +497,17 @@ class QueueWriter:
         where = (f"the final state was written to {rescue} instead (copy it over the queue "
                  "file before resuming, or the jobs that ended since would run again)"
                  if rescue else
-                 f"the final state is kept in memory ({self._in_memory}), which every spacrq "
-                 "command on the queue reads and the first one that can writes into the "
-                 "file; a restart of the machine before then loses it, and the jobs that "
-                 "ended since run again on resume" if self._in_memory else
+                 f"the final state is kept as {self._in_memory}, which every spacrq command "
+                 "on the queue reads and the first one that can writes into the file (a "
+                 "restart of the machine may lose it: the jobs that ended since would then "
+                 "run again on resume)" if self._in_memory else
                  "the final state is only in this summary and the runner's log")
         return f"{since}; it shows the queue as it was then, and {where}"
 
     @property
     def in_memory(self) -> str:
-        """The copy in memory of the state saved nowhere on disk ('' when none is kept)."""
+        """The copy of the state saved nowhere on disk, kept where it outlives the runner
+        (see :mod:`spacrq.queue.memcopy`; '' when none is kept)."""
         return self._in_memory
 
     @property

@@ -773,9 +773,9 @@ def test_a_runner_killed_while_its_state_is_saved_nowhere_leaves_it_in_memory(
                            lambda job: ran.append(job.id) or (full.update(on=True)
                                                               if job.id == "j0" else None)))
     monkeypatch.undo()
-    assert ran == ["j0", "j1", "j2"] and "kept in memory" in result.save_problem
+    assert ran == ["j0", "j1", "j2"] and "the final state is kept as " in result.save_problem
     assert [j["status"] for j in json.loads(path.read_text())["jobs"]][1:] == ["pending"] * 2
-    assert "it is kept in memory" in capfd.readouterr().err
+    assert "so the final state was not saved on disk: it is kept as " in capfd.readouterr().err
     assert [j.status for j in load_queue(path).jobs] == ["success"] * 3  # (status, the pane)
     again = resume_queue(path, runner=ok_runner(lambda job: ran.append(job.id)))
     assert ran == ["j0", "j1", "j2"] and again.ok
