@@ -291,7 +291,7 @@ def gather(queue_path: str | os.PathLike, *, with_machine: bool = True) -> Night
         elif ran and job.module in EXPERIMENT_MODULES:
             facts.experiment = _experiment_part(job, path.parent)
         if facts.peak_rss_bytes is None:
-            facts.peak_rss_bytes, facts.peak_rss_at_most_bytes = _job_peak_rss(job)
+            facts.peak_rss_bytes, facts.peak_rss_at_most_bytes = _job_peak_rss(job, folder)
         night.jobs.append(facts)
     return night
 
@@ -367,7 +367,7 @@ def _amount(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _job_peak_rss(job: Job) -> tuple[int | None, int | None]:
+def _job_peak_rss(job: Job, folder: Path) -> tuple[int | None, int | None]:
     """``(exact peak, at most)`` of the job process's memory, as its supervisor recorded it.
 
     From the end line of the job's latest attempt in its exit record (an
@@ -375,7 +375,10 @@ def _job_peak_rss(job: Job) -> tuple[int | None, int | None]:
     supervisor told the two apart has ``peak_rss_bytes`` only; it is taken
     as written.
     """
-    if job.log_path:
+    # (the exit record beside the job's log, only in the queue's own logs folder: the file
+    # names the log, and anybody may have written the file)
+    if job.log_path and os.path.realpath(os.path.dirname(os.path.abspath(job.log_path))) \
+            == os.path.realpath(folder):
         from spacrq.queue.adopt import record_lines
         lines = record_lines(job)[0]  # (the record is read once for all the night's jobs)
         ends = [line for line in lines if "exit_code" in line]

@@ -40,7 +40,7 @@ def _asked(job: Job) -> tuple:
     found = examine(job)
     lines = record_lines(job)[0]
     latest = lines[-1]["key"] if lines else None
-    return (found.state, found.exit_code, _job_peak_rss(job),
+    return (found.state, found.exit_code, _job_peak_rss(job, Path(job.log_path).parent),
             [line for line in lines if line["key"] in (job.started, latest)])
 
 

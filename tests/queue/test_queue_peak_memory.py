@@ -119,12 +119,12 @@ def test_an_old_exit_record_with_only_a_figure_is_read_as_written(tmp_path):
         fh.write('{"key":"2026-12-01T00:00:00+00:00","exit_code":0,"peak_rss_bytes":999999}\n')
         fh.write(f'{{"key":"2026-12-01T01:00:00+00:00","pid":{os.getpid()},"started":1}}\n')
         fh.write('{"key":"2026-12-01T01:00:00+00:00","exit_code":0,"peak_rss_bytes":5000000}\n')
-    assert _job_peak_rss(job) == (5000000, None)
+    assert _job_peak_rss(job, tmp_path) == (5000000, None)
     with open(record, "a") as fh:  # a later attempt of the job, below its supervisor
         fh.write('{"key":"2026-12-01T02:00:00+00:00","exit_code":0,"peak_rss_bytes":null,'
                  '"peak_rss_at_most_bytes":15000000}\n')
     job.started = "2026-12-01T02:00:00+00:00"
-    assert _job_peak_rss(job) == (None, 15000000)
+    assert _job_peak_rss(job, tmp_path) == (None, 15000000)
 
 
 def test_a_figure_not_clearly_above_the_supervisor_is_never_told_as_the_jobs(monkeypatch):
@@ -159,6 +159,22 @@ def test_each_jobs_figure_comes_from_its_own_lines_of_the_queues_record(tmp_path
         job = Job(module="command", id=jid, settings={"argv": ["true"]})
         job.log_path, job.started = str(tmp_path / f"0{i + 1}_{jid}.log"), key
         jobs[jid] = job
-    assert _job_peak_rss(jobs["b"]) == (777, None)  # its attempt's
-    assert _job_peak_rss(jobs["a"]) == (111, None)  # its own latest (no line of this attempt)
-    assert _job_peak_rss(jobs["d"]) == (None, None)  # no line of its own: nobody else's figure
+    assert _job_peak_rss(jobs["b"], tmp_path) == (777, None)  # its attempt's
+    assert _job_peak_rss(jobs["a"], tmp_path) == (111, None)  # its own latest (no line of this attempt)
+    assert _job_peak_rss(jobs["d"], tmp_path) == (None, None)  # no line of its own: nobody else's figure
+
+
+def test_the_report_reads_a_jobs_figure_only_in_the_queues_own_folder(tmp_path):
+    """The file names a job's log, and the exit record beside it was read wherever that was
+    (another folder's ``exits.jsonl``): only the queue's own logs folder is read now."""
+    from spacrq.night.collect import _job_peak_rss
+    elsewhere, logs = tmp_path / "elsewhere", tmp_path / "night_logs"
+    elsewhere.mkdir()
+    logs.mkdir()
+    key = "2026-12-01T01:00:00+00:00"
+    Path(exit_record_path(str(elsewhere / "01_a.log"))).write_text(json.dumps(
+        {"job": "a", "key": key, "exit_code": 0, "peak_rss_bytes": 4242}) + "\n")
+    job = Job(module="command", id="a", settings={"argv": ["true"]})
+    job.log_path, job.started = str(elsewhere / "01_a.log"), key
+    assert _job_peak_rss(job, logs) == (None, None)
+    assert _job_peak_rss(job, elsewhere) == (4242, None)
