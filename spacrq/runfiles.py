@@ -740,8 +740,10 @@ class TextTail:
         more than ``max_chunk`` ahead all restart the view at the tail end.
         """
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)  # (a link in a log's place is not read through)
         except FileNotFoundError:
+            st = None
+        if st is None or not stat_mod.S_ISREG(st.st_mode):
             restarted = self.offset > 0
             self.offset, self._inode = -1, None
             return "", restarted
@@ -758,9 +760,15 @@ class TextTail:
             restarted = True
         if st.st_size == self.offset:
             return prefix, restarted
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            chunk = handle.read(st.st_size - self.offset)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return prefix, restarted
+        try:
+            chunk = os.pread(fd, st.st_size - self.offset, self.offset)
+        finally:
+            os.close(fd)
         self.offset += len(chunk)
         return prefix + chunk.decode("utf-8", errors="replace"), restarted
 

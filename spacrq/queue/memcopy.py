@@ -96,8 +96,9 @@ def places(make: bool = False) -> list[Path]:
         found.append(Path(runtime) / "spacrq")
     if os.path.isdir(SHM):
         found.append(Path(SHM) / f"spacrq-{os.getuid()}")
-    from spacrq.autostart import state_dir
-    state = state_dir()
+    state = _state_folder()
+    if state is None:  # (no HOME, no XDG_STATE_HOME: cron's bare environment)
+        return [place for place in found if _own_private_folder(place, make)]
     if make:
         try:
             state.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -105,6 +106,16 @@ def places(make: bool = False) -> list[Path]:
             pass
     found.append(state / "unsaved")
     return [place for place in found if _own_private_folder(place, make)]
+
+
+def _state_folder() -> Path | None:
+    """spacrq's folder of the user's own state (as :func:`spacrq.autostart.state_dir` names
+    it, which this layer may not import), or None where neither XDG_STATE_HOME nor HOME
+    says where it is."""
+    given, home = os.environ.get("XDG_STATE_HOME", ""), os.environ.get("HOME", "")
+    if given and os.path.isabs(given):
+        return Path(given) / "spacrq"
+    return Path(home) / ".local" / "state" / "spacrq" if home and os.path.isabs(home) else None
 
 
 def folder(make: bool = False) -> Path | None:
@@ -127,9 +138,10 @@ def _created(queue: Queue) -> str:
 
 
 def _carried(created: str, file_id: list[int]) -> str:
-    """What a copy of the file to another disk keeps of it (``mv`` or ``cp -a`` across
-    filesystems: a new device, inode and ctime, the same queue, size and mtime), hashed."""
-    key = f"{created}|{file_id[2]}|{file_id[3]}".encode("utf-8", "surrogateescape")
+    """What a move of the file to another disk keeps of it (``mv``, ``cp -a``, ``tar``
+    across filesystems: a new device, inode and ctime, an mtime perhaps to the second
+    only; the same queue and bytes), hashed, to find its candidates by name."""
+    key = f"{created}|{file_id[2]}".encode("utf-8", "surrogateescape")
     return hashlib.sha256(key).hexdigest()[:16]
 
 
@@ -191,10 +203,11 @@ def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
         return ""
     jobs = [{"job": job.id, "seq": 1, "set": {name: getattr(job, name) for name in RUN_FIELDS}}
             for job in queue.jobs if job.id and job.status not in RESUMABLE_STATUSES]
-    data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": queue.created,
-                  "identity": file_id, "content": _content(path), "written_at": now_iso(),
-                  "jobs": jobs}).encode()
     kept, name = "", _name(path, file_id, _created(queue))
+    since = _first_kept(name) or time.time()
+    data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": _created(queue),
+                  "identity": file_id, "content": _content(path), "written_at": now_iso(),
+                  "since": since, "jobs": jobs}).encode()
     for place in places(make=True):
         if _write(place / name, data) and not kept:
             kept = str(place / name)
@@ -215,6 +228,18 @@ def _prune(place: Path, prefix: str, current: str) -> None:
                 os.unlink(place / name)
         except OSError:
             pass
+
+
+def _first_kept(name: str) -> float | None:
+    """When the copy of this name was first kept (its ``since``), if one is kept already."""
+    for place in places():
+        try:
+            since = _read(place / name).get("since")
+        except (OSError, RunFileError, AttributeError):
+            continue
+        if isinstance(since, (int, float)) and not isinstance(since, bool):
+            return float(since)
+    return None
 
 
 def _write(target: Path, data: bytes) -> bool:
@@ -249,6 +274,7 @@ def drop(path: str | os.PathLike, also: str = "") -> None:
                     os.unlink(place / name)
                 except OSError:
                     pass
+        _prune(place, "\0", "")  # (and any copy a month old: its queue is long gone)
 
 
 def stamp(path: str | os.PathLike) -> tuple | None:
@@ -379,16 +405,30 @@ def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | 
     its place, or is copied over it: never the same identity, see the module)."""
     if not isinstance(doc, dict) or doc.get(FORMAT) != 2 or not isinstance(doc.get("jobs"), list):
         return "it is not such a copy"
-    if queue.created_in_file and doc.get("queue") != queue.created:
+    if doc.get("queue") and queue.created_in_file and doc.get("queue") != queue.created:
         return "it is of another queue (the file was replaced by another queue since)"
     kept = doc.get("identity")
-    if here is None or (kept != here and not (
-            moved and isinstance(kept, list) and len(kept) == 5 and kept[2:4] == here[2:4]
-            and isinstance(doc.get("file"), str) and not os.path.lexists(doc["file"])
-            and doc.get("content") and doc.get("content") == _content(path))):
+    if here is None or (kept != here and not (moved and _moved_here(doc, path, here))):
         return ("the file was written since by something other than spacrq (a copy over it, "
                 "an edit), so the copy may not belong to it")
     bad = next((transition_problem(r) for r in doc["jobs"] if transition_problem(r)), "")
     if bad:
         return f"a job of it is wrong ({bad})"
     return ""
+
+
+def _moved_here(doc: dict, path: str | os.PathLike, here: list[int]) -> bool:
+    """Whether the file at ``path`` is the one the copy ``doc`` was kept for, moved to
+    another disk since (``mv``, ``cp -a``, ``tar``): the path it was kept for no longer names
+    a file of its own (gone, or a link to where it went), this file came into being after
+    the copy was first kept (a copy made before the night — a template — did not), and it
+    holds the very bytes the runner last saw, of the same size."""
+    kept, since, old = doc.get("identity"), doc.get("since"), doc.get("file")
+    if not (isinstance(kept, list) and len(kept) == 5 and kept[2] == here[2]
+            and isinstance(since, (int, float)) and isinstance(old, str) and old):
+        return False
+    if os.path.lexists(old) and os.path.realpath(old) == old:
+        return False  # (the file it was kept for is still there: this one is a copy of it)
+    if here[4] <= since * 1e9:
+        return False  # (made before the state was kept: not a move of it)
+    return bool(doc.get("content")) and doc.get("content") == _content(path)

@@ -306,7 +306,10 @@ def _empty_journal(path: str | os.PathLike, keep: bool) -> Path | None:
         kept = journal.with_name(f"journal.skipped-{time.time_ns()}.jsonl")
         os.replace(journal, kept)
         return kept
-    fd = open_journal_file(journal, os.O_WRONLY)
+    try:
+        fd = open_journal_file(journal, os.O_WRONLY)
+    except FileNotFoundError:
+        return None  # (no journal: nothing to empty)
     try:
         os.ftruncate(fd, 0)
     finally:

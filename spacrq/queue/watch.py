@@ -60,7 +60,8 @@ from spacrq.queue.model import RUN_FIELDS, Job, Queue, QueueError
 from spacrq.queue.pane import Progress, edit_refusal, progress, rows
 from spacrq.queue.runner import RUNNER_LOG, request_stop, runner_state, start_runner
 from spacrq.queue.settings import SettingsError, load_settings_file
-from spacrq.queue.store import (apply_transition, edit_lock, journal_path, load_queue, logs_dir,
+from spacrq.queue.store import (apply_transition, edit_lock, journal_path, legacy_logs_dir,
+                                load_queue, logs_dir,
                                 open_queue, read_queue_document, save_queue)
 from spacrq.queue.journal import foreign, is_header
 from spacrq.queue.validate import Modules, validate_job, validate_queue
@@ -281,7 +282,12 @@ class LogFollower:
             candidate = Path(logged)
             if not candidate.is_absolute():
                 candidate = queue_path.parent / candidate
-            if _inside(candidate, queue_path.parent):
+            # (in the queue's own logs folder — or the older layout's, which this file's
+            # runner may have used — never anywhere else in its folder, never through a link)
+            folders = [logs_dir(queue_path)] + [f for f in [legacy_logs_dir(queue_path)] if f]
+            if not candidate.is_symlink() and any(
+                    os.path.realpath(candidate.parent) == os.path.realpath(folder)
+                    for folder in folders):
                 return str(candidate)
         cached = self._found.get(job_id)
         if cached and os.path.exists(cached):

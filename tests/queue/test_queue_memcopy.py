@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -212,24 +213,48 @@ def test_a_copy_follows_its_file_when_the_folder_is_renamed_never_a_copy_of_it(t
     assert any("written since by something other than spacrq" in w for w in read.warnings)
 
 
-def test_a_copy_follows_its_file_moved_to_another_disk_never_a_template_beside_it(tmp_path):
+@pytest.mark.parametrize("how", ["mv", "tar", "mv and a link in its place"])
+def test_a_copy_follows_its_file_moved_to_another_disk_never_a_template_of_it(tmp_path, how):
     """The morning's fix for a full disk: the project moved to a disk with room (`mv` across
-    filesystems is a copy and a removal: a new inode and ctime, the same bytes and mtime).
-    The copy is found for the file there; a template copied elsewhere while the queue file
-    is still in its place is not taken for it."""
+    filesystems is a copy and a removal: a new inode and ctime, the same bytes; `tar` keeps
+    the mtime to the second only; a link may be left where it was). The copy is found for the
+    file there; a template copied before the night (`cp -a`: the same bytes and mtime) is
+    never taken for it, not even once the queue's own file is gone."""
     import shutil
     (tmp_path / "night").mkdir()
     queue, path = _night(tmp_path / "night")
     template = tmp_path / "template.queue.json"
-    shutil.copy2(path, template)  # (cp -p, before the night: the same bytes and mtime)
+    shutil.copy2(path, template)  # (cp -a, before the night)
+    from waiting import wait_until  # (tests/ is on the path)
+    wait_until(lambda: time.time_ns() > os.stat(template).st_ctime_ns + 10 ** 6,
+               what="the night to begin after the template was made")
     _ran(queue)
     memcopy.keep(queue, path, file_key(path))
-    read = load_queue(template)
-    assert [j.status for j in read.jobs] == ["pending"] * 3  # (the queue file is still there)
-    shutil.copytree(tmp_path / "night", tmp_path / "elsewhere")  # (mv to another disk)
-    shutil.rmtree(tmp_path / "night")
-    moved = tmp_path / "elsewhere" / path.name
-    assert [j.status for j in load_queue(moved).jobs] == ["success", "running", "pending"]
-    open_queue(moved)
-    assert not list((tmp_path / "memory").iterdir())  # (folded: the copy named after the old path went)
     assert [j.status for j in load_queue(template).jobs] == ["pending"] * 3
+    shutil.copytree(tmp_path / "night", tmp_path / "elsewhere")  # (to another disk…)
+    shutil.rmtree(tmp_path / "night")  # (…and gone from this one)
+    moved = tmp_path / "elsewhere" / path.name
+    if how == "tar":
+        os.utime(moved, (int(os.stat(moved).st_mtime), int(os.stat(moved).st_mtime)))
+    elif how == "mv and a link in its place":
+        (tmp_path / "night").symlink_to(tmp_path / "elsewhere")
+    assert [j.status for j in load_queue(template).jobs] == ["pending"] * 3  # (still not it)
+    opened = moved if how != "mv and a link in its place" else path  # (by its old path)
+    assert [j.status for j in load_queue(opened).jobs] == ["success", "running", "pending"]
+    open_queue(opened)
+    assert not list((tmp_path / "memory").iterdir())  # (folded, and the copy gone)
+    assert _on_disk(moved)[:2] == ["success", "running"]
+
+
+def test_no_home_is_no_place_on_disk_never_a_traceback(tmp_path, monkeypatch):
+    """cron's bare environment (no HOME, no XDG_STATE_HOME): every command that loaded a
+    queue ended in a traceback from looking for the place on the user's disk."""
+    queue, path = _night(tmp_path)
+    monkeypatch.delenv("SPACRQ_MEMORY_DIR")
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(memcopy, "SHM", str(tmp_path / "no-shm"))
+    assert memcopy.places(make=True) == []
+    assert [j.status for j in load_queue(path).jobs] == ["pending"] * 3
+    assert memcopy.keep(queue, path, file_key(path)) == ""

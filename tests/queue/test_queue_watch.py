@@ -834,3 +834,27 @@ def test_a_runners_state_kept_in_memory_is_shown_as_soon_as_it_is_there(tmp_path
     mine.jobs[1].status = "success"
     memcopy.keep(mine, path, file_key(path))
     assert _statuses(watch.poll({"path": str(path)}).rows) == ["success", "success", "pending"]
+
+
+@pytest.mark.parametrize("where", ["beside the queue", "a link in the logs folder",
+                                   "the runner's log a link"])
+def test_the_pane_reads_logs_only_in_the_queues_logs_folder_never_through_a_link(tmp_path,
+                                                                                where):
+    """A queue kept in a home folder showed any file there named as a job's log, and a link
+    in the logs folder (a job's log, or the runner's) was read through to what it names."""
+    path = tmp_path / "night.queue.json"
+    secret = tmp_path / "notes.txt"
+    secret.write_text("SECRET-OUTSIDE\n")
+    logs = _logs(path)
+    q = _queue(1)
+    if where == "beside the queue":
+        q.jobs[0].log_path = str(secret)
+    elif where == "a link in the logs folder":
+        (logs / "01_command-1.log").symlink_to(secret)
+        q.jobs[0].log_path = str(logs / "01_command-1.log")
+    else:
+        (logs / "runner.log").symlink_to(secret)
+    save_queue(q, path)
+    job = "" if where == "the runner's log a link" else "command-1"
+    snap = QueueWatch().poll({"path": str(path), "log_job": job})
+    assert "SECRET" not in snap.log_text
