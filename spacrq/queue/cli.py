@@ -212,9 +212,40 @@ def _nothing_left(path: str, queue: Queue, retry_failed: bool) -> int | None:
     return 1 if again or any(j.is_partial for j in queue.jobs) else 0
 
 
+def _kept_state(path: str, args: argparse.Namespace) -> None:
+    """A runner's state that no disk took, kept for a queue file gone from its path, that may
+    be this one moved to another disk (see :mod:`spacrq.queue.memcopy`): taken in when the
+    operator says it is (``--kept-state COPY``); a run is refused until told which, since
+    running without it runs again every job it says ended (``--no-kept-state``)."""
+    from spacrq.queue import memcopy
+    copy = getattr(args, "kept_state", None)
+    if copy:
+        def take(queue: Queue) -> None:
+            try:
+                moved = memcopy.take_from(queue, path, copy)
+            except (OSError, RunFileError) as exc:
+                raise QueueError(str(getattr(exc, "strerror", None) or exc)) from None
+            print(f"took in the state of {moved} job(s) from {copy}")
+        _refuse_if_running(path, "take in a kept state")
+        _edit(path, take)
+        return
+    if getattr(args, "no_kept_state", False):
+        return
+    try:
+        queue = load_queue(path)
+    except QueueError:
+        return  # (said by the load that follows, with the rest)
+    if queue.kept_elsewhere:
+        raise CliError(f"refusing to start: a runner's kept state may be this queue's (moved "
+                       f"here since), and running without it would run again every job it "
+                       f"says ended; say which: --kept-state {queue.kept_elsewhere[0]} takes it "
+                       "in, --no-kept-state runs without it")
+
+
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
     _refuse_linked(path)
+    _kept_state(path, args)
     if not args.detach:  # the command becomes its runner's keeper (spacrq.queue.keeper)
         run_kept(logs_dir(Path(path).resolve()))
     # one sentence now for a file that cannot be run (and a dead runner's journal folded)
@@ -239,7 +270,8 @@ def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
                                                          q.max_consecutive_failures)
             _edit(path, set_options)
         try:
-            ref = start_runner(path, resume=resume, retry_failed=retry_failed)
+            ref = start_runner(path, resume=resume, retry_failed=retry_failed,
+                               without_kept_state=getattr(args, "no_kept_state", False))
         except QueueError as exc:
             raise CliError(str(exc)) from None
         print(f"runner started as process {ref.pid}; watch it with 'spacrq queue status {path}'"
@@ -545,6 +577,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--notify", action="append", default=[], metavar="ARG",
                      help="command run once when the queue ends, one --notify per argument "
                           "(e.g. --notify notify-send --notify 'queue done'); never a shell")
+    _kept_state_options(run)
     run.set_defaults(handler=cmd_run)
 
     status = sub.add_parser("status", help="what ran, what runs, what failed")
@@ -575,7 +608,18 @@ def register(subparsers: Any) -> None:
                        type=_positive(int, "--max-consecutive-failures"), help="as for run")
         p.add_argument("--detach", action="store_true", help="run in the background and return")
         p.add_argument("--notify", action="append", default=[], metavar="ARG", help="as for run")
+        _kept_state_options(p)
         p.set_defaults(handler=fn)
+
+
+def _kept_state_options(parser: argparse.ArgumentParser) -> None:
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--kept-state", metavar="COPY",
+                      help="this file is the queue a runner's kept state COPY was kept for, "
+                           "moved here: take it in first (status names COPY)")
+    kept.add_argument("--no-kept-state", action="store_true",
+                      help="this file is not the queue a runner's kept state was kept for "
+                           "(a copy made before): run it without")
 
 
 if __name__ == "__main__":  # pragma: no cover

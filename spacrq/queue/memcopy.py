@@ -28,8 +28,13 @@ applies it as it replays the journal (:func:`take_in`, called by
 :func:`spacrq.queue.store.load_queue`), but only to that very file: one
 replaced or rewritten since by anything but spacrq is another queue's, and
 the copy is not applied to it (said); the same file under another path (its
-folder renamed) is found by its identity.  It only moves a job forward — a
-later attempt, or the same attempt further on — never back.  A command that
+folder renamed) is found by its identity.  A file moved to another disk
+(``mv``, ``cp -a``, ``tar``) cannot be told from a copy of it made before the
+night — the same bytes, of the same queue — so neither is guessed: the copy
+is suggested (:func:`_moved_here`), and ``run`` and ``resume`` refuse until the
+operator says which (``--kept-state COPY`` takes it in, :func:`take_from`;
+``--no-kept-state`` runs without).  It only moves a job forward — a later
+attempt, or the same attempt further on — never back.  A command that
 opens the queue with no runner holding it writes the file in full and removes
 the copy (:func:`spacrq.queue.store.open_queue`); the runner removes it as
 soon as a save succeeds.
@@ -204,10 +209,9 @@ def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
     jobs = [{"job": job.id, "seq": 1, "set": {name: getattr(job, name) for name in RUN_FIELDS}}
             for job in queue.jobs if job.id and job.status not in RESUMABLE_STATUSES]
     kept, name = "", _name(path, file_id, _created(queue))
-    since = _first_kept(name) or time.time()
     data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": _created(queue),
                   "identity": file_id, "content": _content(path), "written_at": now_iso(),
-                  "since": since, "jobs": jobs}).encode()
+                  "jobs": jobs}).encode()
     for place in places(make=True):
         if _write(place / name, data) and not kept:
             kept = str(place / name)
@@ -228,18 +232,6 @@ def _prune(place: Path, prefix: str, current: str) -> None:
                 os.unlink(place / name)
         except OSError:
             pass
-
-
-def _first_kept(name: str) -> float | None:
-    """When the copy of this name was first kept (its ``since``), if one is kept already."""
-    for place in places():
-        try:
-            since = _read(place / name).get("since")
-        except (OSError, RunFileError, AttributeError):
-            continue
-        if isinstance(since, (int, float)) and not isinstance(since, bool):
-            return float(since)
-    return None
 
 
 def _write(target: Path, data: bytes) -> bool:
@@ -361,11 +353,20 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
                                 f"({getattr(exc, 'strerror', None) or exc}); it was not "
                                 "applied")
             continue
-        problem = _problem(doc, path, queue, here, moved=target not in mine)
+        problem = _problem(doc, path, queue, here)
         if problem:
             if target in mine:
                 said = said or (f"a copy of a runner's state ({target}) was not applied: "
                                 f"{problem}")
+            elif here is not None and _moved_here(doc, path, here):
+                queue.kept_elsewhere.append(str(target))
+                queue.warnings.append(
+                    f"a runner's state that the disk could not take was kept for "
+                    f"{doc.get('file')}, which is gone now, and this file holds the very "
+                    f"bytes that runner last saw: if this file is that queue moved here, "
+                    f"'spacrq queue resume {path} --kept-state {target}' takes it in, so that "
+                    "nothing that ran runs again; if it is a copy made before the night, "
+                    "'--no-kept-state' runs it without (resume and run refuse until told which)")
             continue
         if best is None or str(doc.get("written_at")) > best[0]:
             best = (str(doc.get("written_at")), doc, target)
@@ -377,6 +378,15 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
         return 0
     doc, target = best[1], best[2]
     queue.memory_copy = str(target)
+    moved = _apply(queue, doc)
+    if moved:
+        queue.warnings.append(f"{moved} job(s) were read from a runner's copy of its state "
+                              f"({target}): the disk could not take it then")
+    return moved
+
+
+def _apply(queue: Queue, doc: dict) -> int:
+    """Move each job of ``queue`` forward to the copy ``doc``'s run fields; how many moved."""
     index = {job.id: job for job in queue.jobs}
     moved = 0
     for record in doc["jobs"]:
@@ -388,27 +398,23 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
             setattr(job, name, dict(value) if isinstance(value, dict) else
                     list(value) if isinstance(value, list) else value)
         moved += 1
-    if moved:
-        queue.warnings.append(f"{moved} job(s) were read from a runner's copy of its state "
-                              f"({target}): the disk could not take it then")
     return moved
 
 
 def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | None,
-             moved: bool = False) -> str:
+             identity_checked: bool = True) -> str:
     """Why the copy ``doc`` does not apply to the file at ``path`` (identity ``here``), or ''.
 
-    Named after another path (``moved``), it applies to the same file moved on its disk
-    (the same identity), or to the file moved to another disk: the path it was kept for is
-    gone, and the file there now has the same size, mtime and bytes as the one the runner
-    last saw, of the same queue (a template copied anywhere else leaves the queue file in
-    its place, or is copied over it: never the same identity, see the module)."""
+    It applies to the very file it was kept for — at its path, or renamed on its disk (the
+    same identity).  A file moved to another disk cannot be told from a copy of it made
+    before the night (the same bytes, of the same queue; what tells them apart, a ctime, any
+    chmod changes): such a file is only suggested (:func:`_moved_here`), and the operator
+    says which it is (:func:`take_from`, with ``identity_checked`` False)."""
     if not isinstance(doc, dict) or doc.get(FORMAT) != 2 or not isinstance(doc.get("jobs"), list):
         return "it is not such a copy"
     if doc.get("queue") and queue.created_in_file and doc.get("queue") != queue.created:
         return "it is of another queue (the file was replaced by another queue since)"
-    kept = doc.get("identity")
-    if here is None or (kept != here and not (moved and _moved_here(doc, path, here))):
+    if identity_checked and (here is None or doc.get("identity") != here):
         return ("the file was written since by something other than spacrq (a copy over it, "
                 "an edit), so the copy may not belong to it")
     bad = next((transition_problem(r) for r in doc["jobs"] if transition_problem(r)), "")
@@ -418,17 +424,32 @@ def _problem(doc: Any, path: str | os.PathLike, queue: Queue, here: list[int] | 
 
 
 def _moved_here(doc: dict, path: str | os.PathLike, here: list[int]) -> bool:
-    """Whether the file at ``path`` is the one the copy ``doc`` was kept for, moved to
-    another disk since (``mv``, ``cp -a``, ``tar``): the path it was kept for no longer names
-    a file of its own (gone, or a link to where it went), this file came into being after
-    the copy was first kept (a copy made before the night — a template — did not), and it
-    holds the very bytes the runner last saw, of the same size."""
-    kept, since, old = doc.get("identity"), doc.get("since"), doc.get("file")
+    """Whether the file at ``path`` may be the one the copy ``doc`` was kept for, moved to
+    another disk since (``mv``, ``cp -a``, ``tar``, a link perhaps left in its place): the
+    path it was kept for no longer names a file of its own, and this file holds the very
+    bytes the runner last saw, of the same queue.  So may a copy of it made before the
+    night: only the operator can tell, so it is suggested, never applied unasked."""
+    kept, old = doc.get("identity"), doc.get("file")
     if not (isinstance(kept, list) and len(kept) == 5 and kept[2] == here[2]
-            and isinstance(since, (int, float)) and isinstance(old, str) and old):
+            and isinstance(old, str) and old):
         return False
     if os.path.lexists(old) and os.path.realpath(old) == old:
         return False  # (the file it was kept for is still there: this one is a copy of it)
-    if here[4] <= since * 1e9:
-        return False  # (made before the state was kept: not a move of it)
     return bool(doc.get("content")) and doc.get("content") == _content(path)
+
+
+def take_from(queue: Queue, path: str | os.PathLike, copy: str | os.PathLike) -> int:
+    """Apply the copy ``copy`` — the operator's word that the file at ``path`` is the queue
+    it was kept for, moved — to ``queue`` (read from that file), forward only; the jobs
+    moved on.  :raises RunFileError: one sentence when it is not a copy spacrq keeps, of
+    this queue."""
+    target = Path(copy)
+    if target.parent not in places() or not target.name.startswith("queue-"):
+        raise RunFileError(f"{copy} is not a copy of a runner's state that spacrq keeps; give "
+                           "the path the warning of 'spacrq queue status' names", target)
+    doc = _read(target)
+    problem = _problem(doc, path, queue, identity(path), identity_checked=False)
+    if problem:
+        raise RunFileError(f"{copy} cannot be taken in: {problem}", target)
+    queue.memory_copy = str(target)
+    return _apply(queue, doc)

@@ -508,6 +508,9 @@ class Queue:
     #: the copy in memory of a runner's state found when it was read, applied or not (never
     #: saved; see :mod:`spacrq.queue.memcopy`): the command that folds it removes it
     memory_copy: str = field(default="", compare=False, repr=False)
+    #: copies kept for a queue file gone from its path that may be this one moved (never
+    #: saved; see :func:`spacrq.queue.memcopy.take_from`): run and resume ask which it is
+    kept_elsewhere: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.jobs)

@@ -195,7 +195,7 @@ def _signal_runner(path: str | os.PathLike) -> int | None:
 
 
 def start_runner(path: str | os.PathLike, *, resume: bool = False,
-                 retry_failed: bool = False) -> ProcessRef:
+                 retry_failed: bool = False, without_kept_state: bool = False) -> ProcessRef:
     """Start ``spacrq queue run|resume PATH`` detached; returns at once.
 
     :raises QueueError: the file is not there, or a runner is already running this queue.
@@ -213,6 +213,8 @@ def start_runner(path: str | os.PathLike, *, resume: bool = False,
                        str(target))
     if retry_failed:
         argv.append("--retry-failed")
+    if without_kept_state:  # (the operator said so: see spacrq.queue.cli._kept_state)
+        argv.append("--no-kept-state")
     log = logs_dir(target) / RUNNER_LOG
     told, tell = os.pipe()
     try:

@@ -256,7 +256,9 @@ class LogFollower:
 
     def follow(self, queue_path: Path, job_id: str, shown: Sequence[Row]) -> LogNews:
         """The new text of ``job_id``'s log (of the runner's own log when ``job_id`` is empty)."""
-        if job_id:
+        if os.path.islink(logs_dir(queue_path)):  # (a runner refuses it: nothing is read there)
+            log_path = ""
+        elif job_id:
             log_path = self._log_of(queue_path, job_id, shown)
         else:
             runner_log = logs_dir(queue_path) / RUNNER_LOG
@@ -284,7 +286,8 @@ class LogFollower:
                 candidate = queue_path.parent / candidate
             # (in the queue's own logs folder — or the older layout's, which this file's
             # runner may have used — never anywhere else in its folder, never through a link)
-            folders = [logs_dir(queue_path)] + [f for f in [legacy_logs_dir(queue_path)] if f]
+            folders = [f for f in (logs_dir(queue_path), legacy_logs_dir(queue_path))
+                       if f is not None and not f.is_symlink()]
             if not candidate.is_symlink() and any(
                     os.path.realpath(candidate.parent) == os.path.realpath(folder)
                     for folder in folders):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -214,36 +213,48 @@ def test_a_copy_follows_its_file_when_the_folder_is_renamed_never_a_copy_of_it(t
 
 
 @pytest.mark.parametrize("how", ["mv", "tar", "mv and a link in its place"])
-def test_a_copy_follows_its_file_moved_to_another_disk_never_a_template_of_it(tmp_path, how):
+def test_a_queue_moved_to_another_disk_is_asked_about_never_taken_for_a_copy_of_it(
+        tmp_path, capsys, how):
     """The morning's fix for a full disk: the project moved to a disk with room (`mv` across
     filesystems is a copy and a removal: a new inode and ctime, the same bytes; `tar` keeps
-    the mtime to the second only; a link may be left where it was). The copy is found for the
-    file there; a template copied before the night (`cp -a`: the same bytes and mtime) is
-    never taken for it, not even once the queue's own file is gone."""
+    the mtime to the second only; a link may be left where it was). A copy of the queue made
+    before the night is the same bytes too — and a chmod gives it a new ctime — so a kept
+    state was taken by a template (its jobs shown done, never run) and then the moved queue
+    ran every job again. Neither is guessed now: run and resume refuse until told which,
+    and --kept-state takes it in."""
     import shutil
+    from spacrq.cli import main
     (tmp_path / "night").mkdir()
     queue, path = _night(tmp_path / "night")
     template = tmp_path / "template.queue.json"
     shutil.copy2(path, template)  # (cp -a, before the night)
-    from waiting import wait_until  # (tests/ is on the path)
-    wait_until(lambda: time.time_ns() > os.stat(template).st_ctime_ns + 10 ** 6,
-               what="the night to begin after the template was made")
     _ran(queue)
     memcopy.keep(queue, path, file_key(path))
-    assert [j.status for j in load_queue(template).jobs] == ["pending"] * 3
     shutil.copytree(tmp_path / "night", tmp_path / "elsewhere")  # (to another disk…)
     shutil.rmtree(tmp_path / "night")  # (…and gone from this one)
+    template.chmod(0o640)  # (a new ctime)
     moved = tmp_path / "elsewhere" / path.name
     if how == "tar":
         os.utime(moved, (int(os.stat(moved).st_mtime), int(os.stat(moved).st_mtime)))
     elif how == "mv and a link in its place":
         (tmp_path / "night").symlink_to(tmp_path / "elsewhere")
-    assert [j.status for j in load_queue(template).jobs] == ["pending"] * 3  # (still not it)
+    for name in (template, moved):
+        read = load_queue(name)
+        assert [j.status for j in read.jobs] == ["pending"] * 3  # (nothing guessed)
+        assert read.kept_elsewhere and any("--kept-state" in w for w in read.warnings)
+    for command in ("run", "resume"):
+        assert main(["queue", command, str(template)]) == 2
+        err = capsys.readouterr().err
+        assert "refusing to start: a runner's kept state may be this queue's" in err
+    assert main(["queue", "status", str(template)]) == 0  # (a look is never refused)
     opened = moved if how != "mv and a link in its place" else path  # (by its old path)
-    assert [j.status for j in load_queue(opened).jobs] == ["success", "running", "pending"]
-    open_queue(opened)
-    assert not list((tmp_path / "memory").iterdir())  # (folded, and the copy gone)
-    assert _on_disk(moved)[:2] == ["success", "running"]
+    copy = load_queue(opened).kept_elsewhere[0]
+    assert main(["queue", "resume", str(opened), "--kept-state", copy]) == 0
+    out = capsys.readouterr().out
+    assert "took in the state of 2 job(s)" in out
+    assert _on_disk(moved) == ["success", "success", "success"]  # (j0 as kept; j1 ran on)
+    assert not list((tmp_path / "memory").iterdir())  # (taken in: gone)
+    assert main(["queue", "run", str(template), "--no-kept-state"]) == 0  # (tonight's, all)
 
 
 def test_no_home_is_no_place_on_disk_never_a_traceback(tmp_path, monkeypatch):

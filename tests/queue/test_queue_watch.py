@@ -837,7 +837,8 @@ def test_a_runners_state_kept_in_memory_is_shown_as_soon_as_it_is_there(tmp_path
 
 
 @pytest.mark.parametrize("where", ["beside the queue", "a link in the logs folder",
-                                   "the runner's log a link"])
+                                   "the runner's log a link", "the logs folder a link",
+                                   "the logs folder a link, the runner's log"])
 def test_the_pane_reads_logs_only_in_the_queues_logs_folder_never_through_a_link(tmp_path,
                                                                                 where):
     """A queue kept in a home folder showed any file there named as a job's log, and a link
@@ -845,8 +846,20 @@ def test_the_pane_reads_logs_only_in_the_queues_logs_folder_never_through_a_link
     path = tmp_path / "night.queue.json"
     secret = tmp_path / "notes.txt"
     secret.write_text("SECRET-OUTSIDE\n")
-    logs = _logs(path)
     q = _queue(1)
+    if where.startswith("the logs folder a link"):
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        for name in ("01_command-1.log", "runner.log"):
+            (outside / name).write_text("SECRET-OUTSIDE\n")
+        logs_dir(path).symlink_to(outside)
+        q.jobs[0].log_path = str(logs_dir(path) / "01_command-1.log")
+        save_queue(q, path)
+        job = "" if where.endswith("runner's log") else "command-1"
+        snap = QueueWatch().poll({"path": str(path), "log_job": job})
+        assert "SECRET" not in snap.log_text
+        return
+    logs = _logs(path)
     if where == "beside the queue":
         q.jobs[0].log_path = str(secret)
     elif where == "a link in the logs folder":
