@@ -1033,6 +1033,8 @@ def test_a_queue_moved_after_its_runner_died_adopts_its_job_and_reruns_nothing(
     finally:
         go.write_text("")
         reap(again.pid)
+        if is_alive(pid):  # (a failed test leaves no job behind, adopted or not)
+            os.killpg(pid, signal.SIGKILL)
     assert not is_alive(pid)
     assert runs.read_text().split() == ["j0", "j1", "j2", "plate", "next"]  # each once
     after = load_queue(path).jobs
