@@ -567,6 +567,26 @@ def remove_stale_temps(target: str | os.PathLike, older_than: float = 0.0) -> in
     return removed
 
 
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``path`` opened with ``flags`` only if it is a regular file: never through a link in
+    its place, never waiting on a FIFO or a device there (a name read from a file — a job's
+    log, a copy of a runner's state — may have been made to point anywhere).
+
+    :raises OSError: it is something else, or cannot be opened."""
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
+                 mode)
+    if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, f"{path} is not a regular file")
+    return fd
+
+
+def directly_in(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
+    """Whether ``path`` names a file right in ``folder`` (both as the links along them
+    resolve): a job's log named in a queue file is read only in the queue's logs folder."""
+    return os.path.realpath(os.path.dirname(os.path.abspath(path))) == os.path.realpath(folder)
+
+
 def refuse_link(path: str | os.PathLike, what: str = "folder", fix: str = "") -> Path:
     """``path``, or :class:`RunFileError` when it is a symbolic link.
 
@@ -741,7 +761,7 @@ class TextTail:
         """
         try:
             st = os.lstat(self.path)  # (a link in a log's place is not read through)
-        except FileNotFoundError:
+        except OSError:
             st = None
         if st is None or not stat_mod.S_ISREG(st.st_mode):
             restarted = self.offset > 0
@@ -761,8 +781,7 @@ class TextTail:
         if st.st_size == self.offset:
             return prefix, restarted
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_NONBLOCK", 0))
+            fd = open_regular(self.path)
         except OSError:
             return prefix, restarted
         try:

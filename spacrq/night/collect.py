@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from spacrq.runfiles import RunFileError, safe_name
+from spacrq.runfiles import RunFileError, directly_in, safe_name
 from spacrq.queue.model import (STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING, STATUS_RUNNING,
                                 STATUS_SKIPPED, STATUS_SUCCESS, Job, Queue, parse_iso)
 
@@ -377,8 +377,7 @@ def _job_peak_rss(job: Job, folder: Path) -> tuple[int | None, int | None]:
     """
     # (the exit record beside the job's log, only in the queue's own logs folder: the file
     # names the log, and anybody may have written the file)
-    if job.log_path and os.path.realpath(os.path.dirname(os.path.abspath(job.log_path))) \
-            == os.path.realpath(folder):
+    if job.log_path and directly_in(job.log_path, folder):
         from spacrq.queue.adopt import record_lines
         lines = record_lines(job)[0]  # (the record is read once for all the night's jobs)
         ends = [line for line in lines if "exit_code" in line]

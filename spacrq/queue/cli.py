@@ -212,30 +212,26 @@ def _nothing_left(path: str, queue: Queue, retry_failed: bool) -> int | None:
     return 1 if again or any(j.is_partial for j in queue.jobs) else 0
 
 
-def _kept_state(path: str, args: argparse.Namespace) -> None:
-    """A runner's state that no disk took, kept for a queue file gone from its path, that may
-    be this one moved to another disk (see :mod:`spacrq.queue.memcopy`): taken in when the
-    operator says it is (``--kept-state COPY``); a run is refused until told which, since
-    running without it runs again every job it says ended (``--no-kept-state``)."""
+def _take_kept_state(path: str, copy: str) -> None:
+    """``--kept-state COPY``: the operator's word that this file is the queue a runner's kept
+    state was kept for, moved here since (see :mod:`spacrq.queue.memcopy`): taken in, under
+    the edit lock, before anything runs."""
     from spacrq.queue import memcopy
-    copy = getattr(args, "kept_state", None)
-    if copy:
-        def take(queue: Queue) -> None:
-            try:
-                moved = memcopy.take_from(queue, path, copy)
-            except (OSError, RunFileError) as exc:
-                raise QueueError(str(getattr(exc, "strerror", None) or exc)) from None
-            print(f"took in the state of {moved} job(s) from {copy}")
-        _refuse_if_running(path, "take in a kept state")
-        _edit(path, take)
-        return
-    if getattr(args, "no_kept_state", False):
-        return
-    try:
-        queue = load_queue(path)
-    except QueueError:
-        return  # (said by the load that follows, with the rest)
-    if queue.kept_elsewhere:
+
+    def take(queue: Queue) -> None:
+        try:
+            moved = memcopy.take_from(queue, path, copy)
+        except (OSError, RunFileError) as exc:
+            raise QueueError(str(getattr(exc, "strerror", None) or exc)) from None
+        print(f"took in the state of {moved} job(s) from {copy}")
+    _refuse_if_running(path, "take in a kept state")
+    _edit(path, take)
+
+
+def _refuse_unclaimed_kept_state(queue: Queue, args: argparse.Namespace) -> None:
+    """A kept state that may be this queue's, moved here since: running without it runs
+    again every job it says ended, so a run is refused until the operator says which."""
+    if queue.kept_elsewhere and not getattr(args, "no_kept_state", False):
         raise CliError(f"refusing to start: a runner's kept state may be this queue's (moved "
                        f"here since), and running without it would run again every job it "
                        f"says ended; say which: --kept-state {queue.kept_elsewhere[0]} takes it "
@@ -245,11 +241,14 @@ def _kept_state(path: str, args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace, resume: bool, retry_failed: bool) -> int:
     path = args.file
     _refuse_linked(path)
-    _kept_state(path, args)
+    if getattr(args, "kept_state", None):
+        _take_kept_state(path, args.kept_state)
     if not args.detach:  # the command becomes its runner's keeper (spacrq.queue.keeper)
         run_kept(logs_dir(Path(path).resolve()))
     # one sentence now for a file that cannot be run (and a dead runner's journal folded)
-    done = _nothing_left(path, _load(path), retry_failed)
+    queue = _load(path)
+    _refuse_unclaimed_kept_state(queue, args)
+    done = _nothing_left(path, queue, retry_failed)
     if done is not None:
         return done
     options = _apply_run_options(args)

@@ -55,7 +55,7 @@ from spacrq.queue.stamps import collect, snapshot
 from spacrq.queue.store import logs_dir
 from spacrq.queue.summary import Progress, QueueResult, classify_failure
 from spacrq.queue.validate import Modules, resolve_job_settings, validate_queue
-from spacrq.runfiles import RunFileError, clear, write_json
+from spacrq.runfiles import RunFileError, clear, directly_in, write_json
 
 CANCELLED = ("stopped on request while it ran (its processes were ended); it runs again, "
              "from its start, when the queue is resumed")
@@ -562,7 +562,7 @@ class _Run:
         old = os.path.dirname(job.log_path)
         name = os.path.basename(job.log_path)
         if not name or name in (".", "..") or os.path.basename(old) != os.path.basename(
-                self._root) or os.path.realpath(old) == os.path.realpath(self._root):
+                self._root) or directly_in(job.log_path, self._root):
             return
         here = os.path.join(self._root, name)
         try:
@@ -579,8 +579,8 @@ class _Run:
         """Record, adopt, or (outcome unknown) rerun a job left ``running``: see :mod:`adopt`."""
         if job.log_path:
             self._moved_log(job)
-        if job.log_path and os.path.realpath(os.path.dirname(job.log_path)) \
-                != os.path.realpath(self._root):  # (nor read, nor written to: not the queue's)
+        # (a log outside the queue's logs folder is neither read nor written to)
+        if job.log_path and not directly_in(job.log_path, self._root):
             record = adopt.Record(adopt.UNKNOWN, why=f"its log_path {job.log_path} is not in "
                                   f"the queue's logs folder {self._root}")
             job.log_path = ""

@@ -21,7 +21,7 @@ from spacrq.queue.model import ALL_STATUSES, RUN_FIELDS, Job, Queue, QueueError,
 from spacrq.queue.render import write_queue_file
 from spacrq.queue.room import give_back_room, keep_room
 from spacrq.rawio import write_all
-from spacrq.runfiles import JsonlTail, RunFileError, loads, still_named
+from spacrq.runfiles import JsonlTail, RunFileError, loads, open_regular, still_named
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -105,8 +105,6 @@ def apply_transition(queue: Queue, record: Any, index: dict[str, Job] | None = N
     return True
 
 
-#: How a journal is opened: never through a link, never waiting on a FIFO in its place.
-_SAFE = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def journal_problem(file: str | os.PathLike) -> str:
@@ -129,18 +127,23 @@ def open_journal_file(file: str | os.PathLike, flags: int) -> int:
     """``file`` opened with ``flags``, only if it is a regular file (see :func:`journal_problem`).
 
     :raises OSError: it is something else, or cannot be opened."""
-    fd = os.open(file, flags | _SAFE, 0o644)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(0, journal_problem(file) or f"{file} is not a regular file: move it away")
-    return fd
+    try:
+        return open_regular(file, flags)
+    except OSError as exc:
+        if exc.errno:  # (not there, no permission, ELOOP: as the system says it)
+            raise
+        raise OSError(0, journal_problem(file) or f"{file} is not a regular file: move it "
+                      "away") from None
 
 
-def _journal_files(path: str | os.PathLike, queue: Queue) -> list[Path]:
+def _journal_files(path: str | os.PathLike) -> list[tuple[Path, bool]]:
+    """The journals to replay, each with whether its queue's runner record names another
+    file (the old layout's folder, shared by files of one name, whose runner ran the other
+    one): such a journal is this file's only if its first line names the queue."""
     files = []
     old = legacy_logs_dir(path)
     if old is not None and (old / JOURNAL_FILE).exists():
-        files.append(old / JOURNAL_FILE)
+        files.append((old / JOURNAL_FILE, False))
     own = journal_path(path)
     try:
         st = os.lstat(own)
@@ -148,38 +151,8 @@ def _journal_files(path: str | os.PathLike, queue: Queue) -> list[Path]:
         return files
     if stat.S_ISREG(st.st_mode) and st.st_size == 0:
         return files  # (nothing in it to apply, or to warn of)
-    if _has_header(own) or runner_names(logs_dir(path), path) is not False:
-        # (a journal that names its queue was written in the file's own folder — this
-        # layout's — whatever path its runner's record names: the queue's folder may have
-        # been moved or mounted elsewhere since; whether it is this queue's, its first line
-        # says, see foreign())
-        files.append(own)
-    else:  # the old layout's folder shared by two files, and its runner ran the other one
-        queue.journal_foreign = True  # (kept aside when folded, never emptied)
-        queue.warnings.append(
-            f"the journal {own} was not applied: it names no queue, and its runner's record "
-            f"({logs_dir(path) / 'runner.json'}) names another queue file, so it may be that "
-            "file's (the folder was shared by files of one name before spacrq 0.2); if this "
-            "queue was moved here, put its runner.json's \"queue\" back to this file's path")
+    files.append((own, runner_names(logs_dir(path), path) is False))
     return files
-
-
-def _has_header(journal: Path) -> bool:
-    """Whether ``journal``'s first line names the queue it belongs to (see :func:`header_of`)."""
-    try:
-        fd = open_journal_file(journal, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        first = os.pread(fd, 4096, 0).split(b"\n", 1)[0]
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    try:
-        return is_header(loads(first))
-    except RunFileError:
-        return False
 
 
 def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
@@ -190,7 +163,7 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
     """
     index = {job.id: job for job in queue.jobs}
     applied = 0
-    for journal in _journal_files(path, queue):
+    for journal, named_elsewhere in _journal_files(path):
         problem = journal_problem(journal)
         if problem:  # (it may hold transitions the file is behind: nothing is read past it)
             raise QueueError(f"{problem}, then run the command again")
@@ -203,6 +176,18 @@ def replay_journal(queue: Queue, path: str | os.PathLike) -> int:
                              f"({exc.strerror or exc}); it holds the transitions since the "
                              "file was last written in full: put the journal back or move "
                              "what is in its place away, then run the command again") from None
+        if named_elsewhere and not (records and is_header(records[0])):
+            # (a journal that names its queue was written in the file's own folder — this
+            # layout's — whatever path its runner's record names: the queue's folder may have
+            # been moved or mounted elsewhere since; one that names none may be the other's)
+            queue.journal_foreign = True  # (kept aside when folded, never emptied)
+            queue.warnings.append(
+                f"the journal {journal} was not applied: it names no queue, and its runner's "
+                f"record ({logs_dir(path) / 'runner.json'}) names another queue file, so it may "
+                "be that file's (the folder was shared by files of one name before spacrq "
+                "0.2); if this queue was moved here, put its runner.json's \"queue\" back to "
+                "this file's path")
+            continue
         if records and foreign(queue, records[0]):
             queue.journal_foreign = True
             queue.warnings.append(

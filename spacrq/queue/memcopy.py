@@ -55,7 +55,7 @@ from typing import Any
 
 from spacrq.queue.journal import transition_problem
 from spacrq.queue.model import RESUMABLE_STATUSES, RUN_FIELDS, STATUS_RUNNING, Queue, now_iso
-from spacrq.runfiles import RunFileError, dumps, file_stamp, loads
+from spacrq.runfiles import RunFileError, dumps, file_stamp, loads, open_regular
 
 #: The copy's format marker (and version).
 FORMAT = "spacrq_state_in_memory"
@@ -158,12 +158,10 @@ def _content(path: str | os.PathLike) -> str:
     """The sha256 of the file's bytes ('' when it cannot be read)."""
     digest = hashlib.sha256()
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        fd = open_regular(path)
     except OSError:
         return ""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
         while chunk := os.read(fd, 1 << 20):
             digest.update(chunk)
     except OSError:
@@ -209,26 +207,34 @@ def keep(queue: Queue, path: str | os.PathLike, seen: tuple | None) -> str:
     jobs = [{"job": job.id, "seq": 1, "set": {name: getattr(job, name) for name in RUN_FIELDS}}
             for job in queue.jobs if job.id and job.status not in RESUMABLE_STATUSES]
     kept, name = "", _name(path, file_id, _created(queue))
+    if _hashed[0] != file_id:  # (kept at every failed save: the file is read once a version)
+        _hashed[:] = [file_id, _content(path)]
     data = dumps({FORMAT: 2, "file": os.path.realpath(path), "queue": _created(queue),
-                  "identity": file_id, "content": _content(path), "written_at": now_iso(),
+                  "identity": file_id, "content": _hashed[1], "written_at": now_iso(),
                   "jobs": jobs}).encode()
     for place in places(make=True):
         if _write(place / name, data) and not kept:
             kept = str(place / name)
-        _prune(place, _prefix(path), name)
+        _prune(place, superseded=_prefix(path), current=name)
     return kept
 
+
+#: The file version whose bytes were last hashed for a copy, and their hash.
+_hashed: list = [None, ""]
 
 #: A copy left this long (a queue deleted while its state was kept) is removed.
 STALE_SECONDS = 30 * 24 * 3600.0
 
 
-def _prune(place: Path, prefix: str, current: str) -> None:
-    """Remove the copies of this queue's older file versions, and any copy a month old."""
+def _prune(place: Path, superseded: str | None = None, current: str = "") -> None:
+    """Remove any copy a month old (its queue is long gone) and, with ``superseded`` (a
+    queue's name prefix), that queue's copies of older file versions than ``current``."""
     for name in _listed(place):
+        if name == current:
+            continue
         try:
-            if name != current and (name.startswith(prefix) or time.time()
-                                    - os.lstat(place / name).st_mtime > STALE_SECONDS):
+            if (superseded is not None and name.startswith(superseded)) \
+                    or time.time() - os.lstat(place / name).st_mtime > STALE_SECONDS:
                 os.unlink(place / name)
         except OSError:
             pass
@@ -266,7 +272,7 @@ def drop(path: str | os.PathLike, also: str = "") -> None:
                     os.unlink(place / name)
                 except OSError:
                     pass
-        _prune(place, "\0", "")  # (and any copy a month old: its queue is long gone)
+        _prune(place)
 
 
 def stamp(path: str | os.PathLike) -> tuple | None:
@@ -284,10 +290,15 @@ def exists(path: str | os.PathLike) -> bool:
 
 
 def _read(target: Path) -> Any:
-    fd = os.open(target, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        fd = open_regular(target)
+    except OSError as exc:
+        if exc.errno:
+            raise
+        raise RunFileError(f"{target} is not a regular file of this user's") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+        if st.st_uid != os.getuid():
             raise RunFileError(f"{target} is not a regular file of this user's")
         if st.st_size > MAX_BYTES:
             raise RunFileError(f"{target} is larger than a copy of a queue's state can be")
@@ -315,20 +326,19 @@ def _ahead(record: dict, attempts: int, status: str, started: str) -> bool:
     return new_rank > mine and (mine == 0 or record.get("started", started) == started)
 
 
-def _copies(path: str | os.PathLike, file_id: list[int] | None,
+def _copies(path: str | os.PathLike, listed: list[Path], file_id: list[int] | None,
             created: str) -> tuple[list[Path], list[Path]]:
     """``(the copies named after this path, those named after another path that may be of
-    this file — its folder moved since, on its disk or to another)`` in every place."""
+    this file — its folder moved since, on its disk or to another)`` of ``listed``."""
     mine, moved = [], []
     prefix = _prefix(path)
     same = f"-{file_id[0]}-{file_id[1]}-" if file_id else None
     carried = f"-{_carried(created, file_id)}.json" if file_id else None
-    for place in places():
-        for name in _listed(place):
-            if name.startswith(prefix):
-                mine.append(place / name)
-            elif same is not None and (same in name or name.endswith(carried)):
-                moved.append(place / name)
+    for copy in listed:
+        if copy.name.startswith(prefix):
+            mine.append(copy)
+        elif same is not None and (same in copy.name or copy.name.endswith(carried)):
+            moved.append(copy)
     return mine, moved
 
 
@@ -338,8 +348,11 @@ def take_in(queue: Queue, path: str | os.PathLike) -> int:
     keeps a copy of this path from being applied is a warning of ``queue``'s;
     ``queue.memory_copy`` is set to the copy found (applied or not) for the folding command
     to remove."""
+    listed = [place / name for place in places() for name in _listed(place)]
+    if not listed:  # (every read of every queue asks: nothing more than the listing then)
+        return 0
     here = identity(path)
-    mine, others = _copies(path, here, _created(queue))
+    mine, others = _copies(path, listed, here, _created(queue))
     if not mine and not others:
         return 0
     best: tuple[str, dict, Path] | None = None

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 
 import re
-import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spacrq.queue.model import (STATUS_FAILED, STATUS_NOT_RUN, STATUS_PENDING, STATUS_SKIPPED,
                                 STATUS_SUCCESS, Job, Queue, fmt_duration, parse_iso)
+from spacrq.runfiles import directly_in, open_regular
 
 _RULE = "=" * 78
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Failed|Timeout))"
@@ -31,19 +31,14 @@ def log_tail(log_path: str | Path, max_lines: int = 40, max_bytes: int = 16384,
     A job's log is named in the queue file, which anybody may have written: it is read
     only when it is a regular file (never through a link in its place, never waiting on a
     pipe) and, with ``within`` (the queue's logs folder), only from that very folder."""
-    if within is not None and os.path.realpath(os.path.dirname(os.path.abspath(log_path))) \
-            != os.path.realpath(within):
+    if within is not None and not directly_in(log_path, within):
         return []
     try:
-        fd = os.open(log_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
+        fd = open_regular(log_path)
     except (OSError, ValueError):
         return []
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return []
-        data = os.pread(fd, max_bytes, max(0, st.st_size - max_bytes))
+        data = os.pread(fd, max_bytes, max(0, os.fstat(fd).st_size - max_bytes))
     except OSError:
         return []
     finally:

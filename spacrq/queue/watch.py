@@ -65,7 +65,8 @@ from spacrq.queue.store import (apply_transition, edit_lock, journal_path, legac
                                 open_queue, read_queue_document, save_queue)
 from spacrq.queue.journal import foreign, is_header
 from spacrq.queue.validate import Modules, validate_job, validate_queue
-from spacrq.runfiles import JsonlTail, RunFileError, TextTail, asked, file_stamp
+from spacrq.runfiles import (JsonlTail, RunFileError, TextTail, asked, directly_in,
+                             file_stamp)
 from spacrq.watching import Code, Outcome, Row, WatchBase
 
 __all__ = ["QueueSnapshot", "QueueWatch", "LogFollower", "trim_log", "queue_to_open",
@@ -288,9 +289,7 @@ class LogFollower:
             # runner may have used — never anywhere else in its folder, never through a link)
             folders = [f for f in (logs_dir(queue_path), legacy_logs_dir(queue_path))
                        if f is not None and not f.is_symlink()]
-            if not candidate.is_symlink() and any(
-                    os.path.realpath(candidate.parent) == os.path.realpath(folder)
-                    for folder in folders):
+            if not candidate.is_symlink() and any(directly_in(candidate, f) for f in folders):
                 return str(candidate)
         cached = self._found.get(job_id)
         if cached and os.path.exists(cached):
